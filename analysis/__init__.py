@@ -1,0 +1,1 @@
+"""Step 1 of TRACE: contrastive capability analysis of passed and failed trajectories."""

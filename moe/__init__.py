@@ -1,0 +1,1 @@
+"""Step 4 of TRACE: composing capability adapters (task routing, gated mixture of LoRA experts)."""

@@ -1,0 +1,138 @@
+"""The one action parser: every form an agent's turn can take becomes a `ParsedAction`.
+
+Accepted forms (DESIGN §2.1, §3):
+- a tool-call dict: `{"name": ..., "arguments": {...} or "<json>"}`;
+- an OpenAI assistant message: `{"role": "assistant", "content": ..., "tool_calls": [...]}`;
+- raw model text: hermes `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks
+  (several allowed), a bare JSON object that is a tool call, or plain text (a reply).
+
+Nothing here raises on model output. Text that tries to be a tool call and fails to parse
+(a `<tool_call>` block, or a JSON object that is not a valid call) becomes one call named
+`invalid_tool_call` carrying the raw text and the reason, which the env answers with an
+"Error: ..." tool message. `<think>...</think>` reasoning is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from trace_gym.messages import INVALID_TOOL_CALL
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """A call as the agent wrote it. `error` is set when it could not be read as a call."""
+
+    name: str
+    arguments: Any
+    error: str | None = None
+    raw: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None
+
+    def arguments_json(self) -> str:
+        if self.error is not None:
+            return json.dumps({"raw": self.raw if self.raw is not None else ""})
+        return json.dumps(self.arguments)
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    content: str | None
+    calls: tuple[ParsedCall, ...]
+
+    @property
+    def is_reply(self) -> bool:
+        return not self.calls
+
+
+def _invalid(raw: str, error: str) -> ParsedCall:
+    return ParsedCall(INVALID_TOOL_CALL, None, error=error, raw=raw)
+
+
+def _call_from_mapping(obj: Any, raw: str) -> ParsedCall:
+    """A call from `{"name", "arguments"}` (arguments a dict or a JSON string)."""
+    if not isinstance(obj, dict):
+        return _invalid(raw, f"a tool call must be a JSON object, got {type(obj).__name__}")
+    if "function" in obj and isinstance(obj["function"], dict):  # OpenAI tool_calls entry
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return _invalid(raw, "a tool call needs a non-empty string 'name'")
+    extra = set(obj) - {"name", "arguments", "id", "type"}
+    if extra:
+        return _invalid(raw, f"unexpected key(s) in tool call: {', '.join(sorted(extra))}")
+    args = obj.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError as exc:
+            return _invalid(raw, f"arguments of {name} are not valid JSON ({exc})")
+    if not isinstance(args, dict):
+        return _invalid(raw, f"arguments of {name} must be a JSON object")
+    return ParsedCall(name, args)
+
+
+def _parse_json_call(text: str) -> ParsedCall:
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        return _invalid(text, f"tool call is not valid JSON ({exc})")
+    return _call_from_mapping(obj, text)
+
+
+def parse_text(text: str) -> ParsedAction:
+    text = _THINK.sub("", text)
+    if "<tool_call>" in text:
+        calls = tuple(_parse_json_call(m.strip()) for m in _TOOL_BLOCK.findall(text))
+        content = _TOOL_BLOCK.sub("", text).strip() or None
+        return ParsedAction(content, calls)
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        return ParsedAction(None, (_parse_json_call(stripped),))
+    return ParsedAction(stripped, ())
+
+
+def _parse_message(msg: dict) -> ParsedAction:
+    content = msg.get("content")
+    if content is not None and not isinstance(content, str):
+        return ParsedAction(None, (_invalid(repr(content)[:500], "content must be a string"),))
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return ParsedAction(content, (_invalid(repr(raw_calls)[:500], "tool_calls must be a list"),))
+    if not raw_calls:
+        return parse_text(content or "")
+    calls = tuple(_call_from_mapping(tc, _dump(tc)) for tc in raw_calls)
+    return ParsedAction(_THINK.sub("", content).strip() or None if content else None, calls)
+
+
+def _dump(obj: Any) -> str:
+    try:
+        return json.dumps(obj)
+    except (TypeError, ValueError):
+        return repr(obj)[:500]
+
+
+def parse_action(action: Any) -> ParsedAction:
+    """Read any agent action (see the module docstring); never raises."""
+    if isinstance(action, str):
+        return parse_text(action)
+    if isinstance(action, dict):
+        if "role" in action or "tool_calls" in action or "content" in action:
+            if action.get("role", "assistant") != "assistant":
+                return ParsedAction(None, (_invalid(_dump(action), "the action must be an assistant message"),))
+            return _parse_message(action)
+        return ParsedAction(None, (_call_from_mapping(action, _dump(action)),))
+    return ParsedAction(
+        None,
+        (_invalid(_dump(action), f"unsupported action type {type(action).__name__}: "
+                  "send text, a tool call or an assistant message"),),
+    )

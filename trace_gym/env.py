@@ -1,0 +1,238 @@
+"""The env contract every trace-gym environment follows (DESIGN §2.1).
+
+`TraceEnv` is a Gymnasium env whose observation is the conversation so far (OpenAI chat
+messages) and whose action is one agent turn (a tool-call dict, an assistant message or
+raw model text, read by `trace_gym.actions.parse_action`). Subclasses supply the episode
+(task, world, opening messages), what a reply to the user does, the verifier and the
+oracle; this class owns the loop, so every env handles bad output, rewards, truncation,
+hints and rendering the same way.
+
+- Bad model output is never an exception: it becomes an "Error: ..." tool message.
+- Reward is 0 until the episode ends, then the verifier's score in [0, 1]
+  (`info["verdict"]` has the checks). Truncation at the task's step limit gives 0 and keeps
+  the verdict in info.
+- `reset(options={"hint": True})` adds an `<expert_guidance>` block to the system prompt;
+  `info["system_prompt_unhinted"]` always holds the prompt without it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import gymnasium as gym
+
+from trace_gym import messages as msg
+from trace_gym.actions import parse_action
+from trace_gym.errors import EpisodeError, InvalidConfig
+from trace_gym.jsondata import sha256_bytes
+from trace_gym.rng import Rng
+from trace_gym.spaces import ActionSpace, ConversationSpace
+from trace_gym.tools import ToolKind, Toolset
+from trace_gym.verdict import Verdict
+from trace_gym.worlds.world import World
+
+HINT_OPEN, HINT_CLOSE = "<expert_guidance>", "</expert_guidance>"
+
+
+class Task(Protocol):
+    """What every env's task offers."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def capabilities_needed(self) -> list[str]: ...
+    @property
+    def instructions(self) -> str: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class Episode:
+    """Everything about the episode in progress."""
+
+    task: Task
+    initial_world: World
+    world: World
+    messages: list[msg.Message]
+    system_prompt_unhinted: str
+    max_steps: int
+    seed: int | None = None
+    hint: bool = False
+    turn: int = 0
+    writes: int = 0
+    termination_reason: str | None = None
+    verdict: Verdict | None = None
+    rendered: int = 0
+
+    @property
+    def over(self) -> bool:
+        return self.termination_reason is not None
+
+
+@dataclass
+class NewEpisode:
+    """What a subclass returns from `_new_episode`."""
+
+    task: Task
+    world: World
+    system_prompt: str
+    opening: list[msg.Message]
+    max_steps: int
+    hint: str = ""
+    """Guidance text for hint mode (never names a tool or an argument)."""
+
+
+def with_hint(system_prompt: str, hint: str) -> str:
+    return f"{system_prompt}\n\n{HINT_OPEN}\n{hint}\n{HINT_CLOSE}"
+
+
+class TraceEnv(gym.Env[list, Any]):
+    """Base class of every trace-gym env. See the module docstring for the contract."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    toolset: Toolset
+
+    def __init__(self, toolset: Toolset, render_mode: str | None = None) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise InvalidConfig(
+                f"render_mode={render_mode!r} is not supported; allowed: "
+                f"{', '.join(self.metadata['render_modes'])} or None"
+            )
+        self.render_mode = render_mode
+        self.toolset = toolset
+        self.observation_space = ConversationSpace()
+        self.action_space = ActionSpace(toolset)
+        self._episode: Episode | None = None
+
+    # -- what a subclass provides ---------------------------------------------------
+
+    def _new_episode(self, rng: Rng) -> NewEpisode:
+        raise NotImplementedError
+
+    def _after_reply(self, episode: Episode, text: str) -> str | None:
+        """A reply to the user was sent; return a termination reason to end the episode."""
+        raise NotImplementedError
+
+    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+        """Tool calls were executed; return a termination reason to end the episode."""
+        return None
+
+    def verify(self, task: Any, initial_world: World, final_world: World,
+               messages: list[msg.Message]) -> Verdict:
+        """Score an episode; a pure function of its arguments."""
+        raise NotImplementedError
+
+    def oracle_action(self, messages: list[msg.Message]) -> Any:
+        """The oracle's next turn given the conversation so far (reaches reward 1.0)."""
+        raise NotImplementedError
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        unknown = set(options) - {"hint"}
+        if unknown:
+            raise InvalidConfig(f"unknown reset option(s) {sorted(unknown)}; allowed: hint")
+        new = self._new_episode(Rng(self.np_random))
+        hint = bool(options.get("hint", False)) and bool(new.hint)
+        prompt = with_hint(new.system_prompt, new.hint) if hint else new.system_prompt
+        self._episode = Episode(
+            task=new.task,
+            initial_world=new.world,
+            world=new.world.fork(),
+            messages=[msg.system(prompt), *new.opening],
+            system_prompt_unhinted=new.system_prompt,
+            max_steps=new.max_steps,
+            seed=seed,
+            hint=hint,
+        )
+        return msg.copy_messages(self._episode.messages), self._info()
+
+    def step(self, action: Any) -> tuple[list, float, bool, bool, dict[str, Any]]:
+        ep = self._episode
+        if ep is None:
+            raise EpisodeError("step() called before reset()")
+        if ep.over:
+            raise EpisodeError(f"step() called after the episode ended ({ep.termination_reason}); call reset()")
+        parsed = parse_action(action)
+        turn = ep.turn
+        ep.turn += 1
+        ep.messages.append(msg.assistant(
+            parsed.content, [(c.name, c.arguments_json()) for c in parsed.calls], turn))
+        if parsed.calls:
+            names = []
+            for i, call in enumerate(parsed.calls):
+                if call.valid:
+                    result = self.toolset.execute(ep.world, call.name, call.arguments)
+                    content = result.content
+                    if result.ok:
+                        names.append(call.name)
+                        if self.toolset[call.name].kind is ToolKind.WRITE:
+                            ep.writes += 1
+                else:
+                    content = f"Error: {call.error}"
+                ep.messages.append(msg.tool_result(msg.tool_call_id(turn, i), content))
+            reason = self._after_tools(ep, names)
+        else:
+            reason = self._after_reply(ep, parsed.content or "")
+        truncated = False
+        if reason is None and ep.turn >= ep.max_steps:
+            reason, truncated = "max_steps", True
+        reward = 0.0
+        if reason is not None:
+            ep.termination_reason = reason
+            ep.verdict = self.verify(ep.task, ep.initial_world, ep.world, ep.messages)
+            reward = 0.0 if truncated else ep.verdict.score
+        if self.render_mode == "human":
+            self.render()
+        return msg.copy_messages(ep.messages), reward, reason is not None and not truncated, truncated, self._info()
+
+    def _info(self) -> dict[str, Any]:
+        ep = self._episode
+        assert ep is not None
+        info: dict[str, Any] = {
+            "tools": self.toolset.schemas,
+            "system_prompt_unhinted": ep.system_prompt_unhinted,
+            "task_kind": ep.task.kind,
+            "capabilities_needed": list(ep.task.capabilities_needed),
+            "turn": ep.turn,
+            "max_steps": ep.max_steps,
+        }
+        if ep.over:
+            info["termination_reason"] = ep.termination_reason
+            info["verdict"] = ep.verdict.to_json() if ep.verdict else None
+        return info
+
+    # -- what users and tools read ----------------------------------------------------
+
+    @property
+    def episode(self) -> Episode:
+        if self._episode is None:
+            raise EpisodeError("no episode yet: call reset()")
+        return self._episode
+
+    @property
+    def task(self) -> Task:
+        return self.episode.task
+
+    @classmethod
+    def code_sha256(cls) -> str:
+        """sha256 of the file that defines this env (recorded in every trajectory)."""
+        return sha256_bytes(Path(inspect.getfile(cls)).read_bytes())
+
+    def render(self) -> str | None:
+        from trace_gym.render import render_ansi, render_human
+
+        if self.render_mode is None or self._episode is None:
+            return None
+        if self.render_mode == "ansi":
+            return render_ansi(self._episode.messages)
+        render_human(self._episode.messages[self._episode.rendered:])
+        self._episode.rendered = len(self._episode.messages)
+        return None

@@ -1,0 +1,84 @@
+"""Chat messages in the strict OpenAI wire format, as observations carry them.
+
+Tool-call `arguments` are JSON strings; tool-call ids are derived from the turn and the
+call's position (`call_<turn>_<i>`), so a seed and a sequence of actions always give the
+same bytes. Metadata never goes into a message; it lives in `info`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Message = dict[str, Any]
+
+INVALID_TOOL_CALL = "invalid_tool_call"
+
+
+def system(content: str) -> Message:
+    return {"role": "system", "content": content}
+
+
+def user(content: str) -> Message:
+    return {"role": "user", "content": content}
+
+
+def tool_call_id(turn: int, index: int) -> str:
+    return f"call_{turn}_{index}"
+
+
+def assistant(content: str | None, calls: list[tuple[str, str]], turn: int) -> Message:
+    """An assistant message; `calls` holds (name, arguments as a JSON string)."""
+    msg: Message = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = [
+            {
+                "id": tool_call_id(turn, i),
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            for i, (name, arguments) in enumerate(calls)
+        ]
+    return msg
+
+
+def tool_result(call_id: str, content: str) -> Message:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def copy_messages(messages: list[Message]) -> list[Message]:
+    """A copy that shares no mutable object with the input (observations are handed to
+    users, who may edit them; the env's own history must not change)."""
+    out = []
+    for m in messages:
+        c = dict(m)
+        calls = m.get("tool_calls")
+        if calls:
+            c["tool_calls"] = [
+                {"id": tc["id"], "type": tc["type"], "function": dict(tc["function"])}
+                for tc in calls
+            ]
+        out.append(c)
+    return out
+
+
+def tool_calls_of(message: Message) -> list[tuple[str, Any]]:
+    """(name, parsed arguments) of an assistant message's calls; unparsable arguments -> None."""
+    out = []
+    for tc in message.get("tool_calls") or ():
+        fn = tc.get("function", {})
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            args = None
+        out.append((fn.get("name"), args))
+    return out
+
+
+def assistant_texts(messages: list[Message]) -> list[str]:
+    """The text of every assistant turn that was delivered to the user (no tool call)."""
+    return [
+        m["content"]
+        for m in messages
+        if m["role"] == "assistant" and not m.get("tool_calls") and m.get("content")
+    ]

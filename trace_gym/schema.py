@@ -1,0 +1,136 @@
+"""Tool schemas in the OpenAI function format: building them, validating arguments against
+them (fastjsonschema), and sampling arguments that satisfy them.
+
+The builders reproduce the exact shape tau2-bench hands its agent (pydantic's output: a
+`parameters` object with `properties`, `required`, `$defs`, and list items written as
+`anyOf: [{"$ref": ...}, {"type": "object", "additionalProperties": true}]`), so a tool here
+is interchangeable with the target's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import fastjsonschema
+
+from trace_gym.rng import Rng
+
+Schema = dict[str, Any]
+
+
+# -- builders ------------------------------------------------------------------------------
+
+
+def string(description: str, enum: list[str] | None = None) -> Schema:
+    s: Schema = {"description": description, "type": "string"}
+    if enum is not None:
+        s["enum"] = list(enum)
+    return s
+
+
+def integer(description: str) -> Schema:
+    return {"description": description, "type": "integer"}
+
+
+def string_list(description: str) -> Schema:
+    return {"description": description, "items": {"type": "string"}, "type": "array"}
+
+
+def record_list(description: str, definition: str) -> Schema:
+    """A list of records of a named definition (pydantic's `list[Model | dict]` shape)."""
+    return {
+        "description": description,
+        "items": {
+            "anyOf": [
+                {"$ref": f"#/$defs/{definition}"},
+                {"additionalProperties": True, "type": "object"},
+            ]
+        },
+        "type": "array",
+    }
+
+
+def record(properties: Mapping[str, Schema], required: list[str] | None = None) -> Schema:
+    return {
+        "properties": dict(properties),
+        "required": list(properties) if required is None else required,
+        "type": "object",
+    }
+
+
+def function(
+    name: str,
+    description: str,
+    properties: Mapping[str, Schema],
+    required: list[str] | None = None,
+    defs: Mapping[str, Schema] | None = None,
+) -> Schema:
+    """An OpenAI function-tool schema. Every property is required unless `required` says."""
+    parameters: Schema = {}
+    if defs:
+        parameters["$defs"] = dict(defs)
+    parameters["properties"] = dict(properties)
+    req = list(properties) if required is None else required
+    if req:
+        parameters["required"] = req
+    parameters["type"] = "object"
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+# -- validation ----------------------------------------------------------------------------
+
+
+def compile_arguments_validator(parameters: Schema) -> Callable[[Any], Any]:
+    """A validator for a tool's arguments: the schema itself, plus no unknown top-level
+    argument (the target's tools are Python functions, which reject unexpected keywords)."""
+    strict = dict(parameters)
+    strict["additionalProperties"] = False
+    return fastjsonschema.compile(strict)
+
+
+def describe_validation_error(exc: fastjsonschema.JsonSchemaValueException) -> str:
+    """fastjsonschema's message with `data` renamed to what the agent calls it."""
+    message = str(exc.message)
+    if message.startswith("data must not contain"):
+        return "unexpected argument(s): " + message.removeprefix("data must not contain ")
+    return message.replace("data.", "argument ", 1).replace("data ", "arguments ", 1)
+
+
+# -- sampling ------------------------------------------------------------------------------
+
+_WORDS = ("alpha", "bravo", "delta", "echo", "HAT001", "2024-05-20", "SFO", "JFK", "#W1234567")
+
+
+def sample_value(schema: Schema, rng: Rng, root: Schema | None = None, depth: int = 0) -> Any:
+    """A random value that satisfies `schema` (the subset of JSON Schema tool schemas use)."""
+    root = schema if root is None else root
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return sample_value(root["$defs"][name], rng, root, depth)
+    if "anyOf" in schema:
+        return sample_value(schema["anyOf"][0], rng, root, depth)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type", "object")
+    if kind == "string":
+        return rng.choice(_WORDS) if rng.chance(0.5) else rng.letters(rng.integer(1, 8))
+    if kind == "integer":
+        return rng.integer(0, 5)
+    if kind == "number":
+        return round(rng.random() * 100, 2)
+    if kind == "boolean":
+        return rng.chance(0.5)
+    if kind == "array":
+        n = 0 if depth > 3 else rng.integer(0, 2)
+        return [sample_value(schema.get("items", {}), rng, root, depth + 1) for _ in range(n)]
+    props = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    return {
+        k: sample_value(v, rng, root, depth + 1)
+        for k, v in props.items()
+        if k in required or rng.chance(0.5)
+    }

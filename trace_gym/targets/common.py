@@ -1,0 +1,119 @@
+"""Pieces shared by the airline and retail task generators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trace_gym import capabilities as cap
+from trace_gym.rng import Rng
+from trace_gym.targets.config import TargetConfig
+from trace_gym.targets.task import Step
+from trace_gym.worlds.world import Record
+
+
+def money(amount: float) -> str:
+    """Dollars as the agent should say them: '$120' or '$45.50'."""
+    if float(amount).is_integer():
+        return f"${int(amount)}"
+    return f"${amount:.2f}"
+
+
+def amount_text(amount: float) -> str:
+    """The number a communicate check looks for ('120', '45.50')."""
+    return money(amount)[1:]
+
+
+def describe_method(method: Record) -> str:
+    """A payment method as a customer names it."""
+    source = method["source"]
+    if source == "credit_card":
+        return f"my {method['brand'].capitalize()} card ending in {method['last_four']}"
+    if source == "gift_card":
+        return "my gift card"
+    if source == "certificate":
+        return "my travel certificate"
+    return "my PayPal account"
+
+
+def agent_method(method: Record) -> str:
+    """A payment method as the agent names it back."""
+    return describe_method(method).replace("my ", "your ", 1)
+
+
+@dataclass
+class Drafting:
+    """State shared by the requests of one task while they are generated."""
+
+    rng: Rng
+    config: TargetConfig
+    user: Record
+    used_records: set[str] = field(default_factory=set)
+    """Ids of records some request is about (one request per record)."""
+    spent_methods: set[str] = field(default_factory=set)
+    """Gift cards and certificates some request pays with (balances must stay valid)."""
+    new_ids: int = 0
+    """Records created by gold writes so far (bookings, certificates)."""
+    vague: dict[str, tuple] = field(default_factory=dict)
+    """Record id -> the description the customer gives instead of the id."""
+
+    def knows_id(self) -> bool:
+        return not self.rng.chance(self.config.unknown_id_rate)
+
+
+def locate(table: str, record_id: str, known: bool) -> Step:
+    """A placeholder the generator expands, once the world is final, into the lookups that
+    find the record: one lookup when the customer gave the id, else each of the customer's
+    records in order until the right one."""
+    return {"locate": {"table": table, "id": record_id, "known": known}}
+
+
+def expand_locates(steps: list[Step], owned_ids: list[str], lookup_tool: str, id_arg: str) -> list[Step]:
+    out: list[Step] = []
+    for step in steps:
+        spec: dict[str, Any] | None = step.get("locate")
+        if spec is None:
+            out.append(step)
+            continue
+        ids = [spec["id"]] if spec["known"] else owned_ids[: owned_ids.index(spec["id"]) + 1]
+        out += [{"call": {"name": lookup_tool, "arguments": {id_arg: i}}} for i in ids]
+    return out
+
+
+def draw_kinds(rng: Rng, config: TargetConfig, all_kinds: tuple[str, ...],
+               limits: dict[str, int] | None = None) -> list[str]:
+    """The request kinds of one conversation: one, or with probability `compound_rate`
+    2..max_requests, drawn from the configured kinds (some kinds at most `limits` times)."""
+    pool = list(config.kinds or all_kinds)
+    n = 1
+    if config.max_requests > 1 and rng.chance(config.compound_rate):
+        n = rng.integer(2, config.max_requests)
+    limits = limits or {}
+    kinds: list[str] = []
+    while len(kinds) < n:
+        kind = rng.choice(pool)
+        if kinds.count(kind) < limits.get(kind, n):
+            kinds.append(kind)
+        elif all(kinds.count(k) >= limits.get(k, n) for k in pool):
+            break
+    return kinds
+
+
+def settle_vague(requests: list, drafting: Drafting, candidates: list[str],
+                 matches: Callable[[str, tuple], bool], topic: str, known_fact: str) -> None:
+    """Where the customer's description of a record also fits another of their records,
+    the customer gives the id instead: a task must have one right answer."""
+    for record_id, description in drafting.vague.items():
+        if sum(1 for c in candidates if matches(c, description)) == 1:
+            continue
+        for request in requests:
+            for step in request.plan:
+                spec = step.get("locate")
+                if spec is not None and spec["id"] == record_id:
+                    spec["known"] = True
+                    request.facts[topic] = known_fact.format(id=record_id)
+    for request in requests:  # finding a record from a description is data reasoning
+        if any(not s["locate"]["known"] for s in request.plan if "locate" in s):
+            if cap.STRUCTURED not in request.capabilities:
+                request.capabilities.append(cap.STRUCTURED)

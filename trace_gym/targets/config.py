@@ -1,0 +1,60 @@
+"""Difficulty knobs of the target envs (passed as `gym.make` keyword arguments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from trace_gym.errors import InvalidConfig
+
+PROMPT_STYLES = ("full", "compact")
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """How hard a target env's tasks are. Every field is validated at construction."""
+
+    max_requests: int = 3
+    """Most requests one customer makes in a conversation (1-4)."""
+    compound_rate: float = 0.3
+    """Probability that a conversation has more than one request (in [0, 1])."""
+    forbidden_rate: float = 0.3
+    """Probability that a request the policy can forbid is a forbidden one (in [0, 1])."""
+    unknown_id_rate: float = 0.4
+    """Probability that the customer does not know the id of the record concerned (in [0, 1])."""
+    distractors: int = 2
+    """Extra records of the same customer, sharing routes or products (0-6)."""
+    kinds: tuple[str, ...] | None = None
+    """Request kinds to draw from (None: all of the domain's)."""
+    prompt_style: str = "full"
+    """System prompt: the full policy ("full") or a short one for tiny models ("compact")."""
+
+    def __post_init__(self) -> None:
+        def need(name: str, ok: bool, rule: str) -> None:
+            if not ok:
+                raise InvalidConfig(f"{name}={getattr(self, name)!r} is invalid: {rule}")
+
+        need("max_requests", isinstance(self.max_requests, int) and 1 <= self.max_requests <= 4,
+             "must be an integer in 1..4")
+        for name in ("compound_rate", "forbidden_rate", "unknown_id_rate"):
+            value = getattr(self, name)
+            need(name, isinstance(value, (int, float)) and 0.0 <= value <= 1.0,
+                 "must be a number in [0, 1]")
+        need("distractors", isinstance(self.distractors, int) and 0 <= self.distractors <= 6,
+             "must be an integer in 0..6")
+        need("prompt_style", self.prompt_style in PROMPT_STYLES,
+             f"allowed: {', '.join(PROMPT_STYLES)}")
+        if self.kinds is not None:
+            object.__setattr__(self, "kinds", tuple(self.kinds))
+            need("kinds", len(self.kinds) > 0, "must name at least one request kind, or be None")
+
+    def check_kinds(self, allowed: tuple[str, ...]) -> None:
+        if self.kinds is None:
+            return
+        bad = [k for k in self.kinds if k not in allowed]
+        if bad:
+            raise InvalidConfig(f"kinds={list(self.kinds)!r} is invalid: unknown kind(s) "
+                                f"{bad}; allowed: {', '.join(allowed)}")
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]

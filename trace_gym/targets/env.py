@@ -1,0 +1,132 @@
+"""The target envs `trace/airline-v0` and `trace/retail-v0`: whole customer-service
+conversations with a scripted customer, over a seeded tau2-shaped world.
+
+Observation: the conversation (system prompt with the domain policy, then the customer's
+opening). Actions: any of the domain's tools (all 14 airline / 16 retail), or a reply to
+the customer, who answers as `ScriptedUser` describes.
+
+Episode end: the customer ends the conversation (all requests handled, or they give up),
+or the agent transfers to a human; the task's step limit truncates with reward 0.
+
+Reward: tau2-bench's rule, 1 when the final database equals the one the gold writes
+produce, every required piece of information was said and every forbidden request was
+refused naming its rule; else 0. `info["verdict"]` lists the checks.
+
+Arguments (`gym.make` keyword arguments): the fields of `TargetConfig` (max_requests,
+compound_rate, forbidden_rate, unknown_id_rate, distractors, kinds, prompt_style) and
+`world_size` (an AirlineWorldSize / RetailWorldSize or a dict of its fields).
+
+Version history: v0, first version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from trace_gym import messages as msg
+from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.errors import InvalidConfig
+from trace_gym.rng import Rng
+from trace_gym.targets import airline as airline_tasks
+from trace_gym.targets import retail as retail_tasks
+from trace_gym.targets.config import TargetConfig
+from trace_gym.targets.oracle import plan_action
+from trace_gym.targets.prompts import guidance, system_prompt
+from trace_gym.targets.task import TargetTask
+from trace_gym.targets.user import ScriptedUser
+from trace_gym.targets.verify import verify
+from trace_gym.verdict import Verdict
+from trace_gym.worlds import airline, retail
+from trace_gym.worlds.world import World
+
+TRANSFER = "transfer_to_human_agents"
+
+
+class TargetEnv(TraceEnv):
+    """A tau2-style customer-service env over one domain (see the module docstring)."""
+
+    domain: str
+    tasks: Any
+    world_size_type: type
+    policy: str
+
+    def __init__(self, render_mode: str | None = None, world_size: Any = None, **knobs: Any) -> None:
+        unknown = set(knobs) - set(TargetConfig.field_names())
+        if unknown:
+            raise InvalidConfig(
+                f"unknown argument(s) {sorted(unknown)} for {type(self).__name__}; allowed: "
+                f"{', '.join(TargetConfig.field_names() + ['world_size', 'render_mode'])}"
+            )
+        self.config = TargetConfig(**knobs)
+        self.config.check_kinds(tuple(self.tasks.KINDS))
+        if world_size is None:
+            world_size = self.world_size_type()
+        elif isinstance(world_size, dict):
+            try:
+                world_size = self.world_size_type(**world_size)
+            except TypeError as exc:
+                raise InvalidConfig(f"world_size={world_size!r}: {exc}") from None
+        elif not isinstance(world_size, self.world_size_type):
+            raise InvalidConfig(f"world_size must be a {self.world_size_type.__name__} or a dict of its fields, "
+                                f"got {type(world_size).__name__}")
+        self.world_size = world_size
+        super().__init__(self.toolset_for_domain(), render_mode=render_mode)
+        self._user: ScriptedUser | None = None
+
+    def toolset_for_domain(self):
+        raise NotImplementedError
+
+    def _new_episode(self, rng: Rng) -> NewEpisode:
+        task, world = self.tasks.generate_task(rng, self.config, self.world_size)
+        self._user = ScriptedUser(task)
+        plan = task.plan
+        return NewEpisode(
+            task=task,
+            world=world,
+            system_prompt=system_prompt(self.domain, self.policy),
+            opening=[msg.user(self._user.opening())],
+            max_steps=2 * len(plan) + 10,
+            hint=guidance(task.capabilities_needed),
+        )
+
+    def _after_reply(self, episode: Episode, text: str) -> str | None:
+        assert self._user is not None
+        turn = self._user.respond(text, episode.writes)
+        episode.messages.append(msg.user(turn.text))
+        return "user_stop" if turn.ended else None
+
+    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+        return "transfer" if TRANSFER in names else None
+
+    def verify(self, task: TargetTask, initial_world: World, final_world: World,
+               messages: list[msg.Message]) -> Verdict:
+        return verify(task, initial_world, final_world, messages, self.toolset)
+
+    def oracle_action(self, messages: list[msg.Message]) -> Any:
+        return plan_action(self.task.plan, messages)
+
+    def spec_kwargs(self) -> dict[str, Any]:
+        return {**asdict(self.config), "world_size": asdict(self.world_size)}
+
+
+class AirlineTargetEnv(TargetEnv):
+    __doc__ = __doc__
+    domain = "airline"
+    tasks = airline_tasks
+    world_size_type = airline.AirlineWorldSize
+    policy = airline.POLICY
+
+    def toolset_for_domain(self):
+        return airline.TOOLS
+
+
+class RetailTargetEnv(TargetEnv):
+    __doc__ = __doc__
+    domain = "retail"
+    tasks = retail_tasks
+    world_size_type = retail.RetailWorldSize
+    policy = retail.POLICY
+
+    def toolset_for_domain(self):
+        return retail.TOOLS

@@ -1,0 +1,101 @@
+"""What a target task is: a customer with one or more requests, each carrying what the
+scripted user knows, the gold writes, what must be said, and the oracle's turns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trace_gym import capabilities as cap
+
+# An oracle turn: {"say": text} or {"call": {"name": ..., "arguments": {...}}}.
+Step = dict[str, Any]
+
+
+def say(text: str) -> Step:
+    return {"say": text}
+
+
+def call(name: str, **arguments: Any) -> Step:
+    return {"call": {"name": name, "arguments": arguments}}
+
+
+@dataclass
+class Request:
+    """One thing the customer wants."""
+
+    kind: str
+    """Request kind, e.g. 'cancel_reservation'."""
+    opening: str
+    """How the customer first states it (no ids or details)."""
+    instruction: str
+    """The request as the customer's instructions describe it."""
+    facts: dict[str, str] = field(default_factory=dict)
+    """Topic -> what the customer answers when asked about it."""
+    confirm: list[str] = field(default_factory=list)
+    """Terms an action summary must contain for the customer to say yes."""
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    """The gold write calls, in order ({'name', 'arguments'})."""
+    communicate: list[str] = field(default_factory=list)
+    """Information the agent must tell the customer (matched case-insensitively, commas ignored)."""
+    rule: list[str] = field(default_factory=list)
+    """For a request the policy forbids: the refusal must name one of these terms."""
+    capabilities: list[str] = field(default_factory=list)
+    plan: list[Step] = field(default_factory=list)
+    """The oracle's turns for this request."""
+
+    @property
+    def forbidden(self) -> bool:
+        return bool(self.rule)
+
+
+@dataclass
+class TargetTask:
+    domain: str
+    user_id: str
+    identity: dict[str, str]
+    """Topic -> answer for identification questions (user id, email, name and zip)."""
+    requests: list[Request]
+    intro: list[Step]
+    """The oracle's identification turns, before the first request's."""
+    persona: str
+
+    @property
+    def kind(self) -> str:
+        return self.requests[0].kind if len(self.requests) == 1 else "compound"
+
+    @property
+    def kinds(self) -> list[str]:
+        return [r.kind for r in self.requests]
+
+    @property
+    def capabilities_needed(self) -> list[str]:
+        needed = {c for r in self.requests for c in r.capabilities}
+        if len(self.requests) > 1:
+            needed.add(cap.MULTI_STEP)
+        return [c for c in cap.ALL if c in needed]
+
+    @property
+    def plan(self) -> list[Step]:
+        return [*self.intro, *(s for r in self.requests for s in r.plan)]
+
+    @property
+    def instructions(self) -> str:
+        lines = [self.persona, "In this call you want, in this order:"]
+        lines += [f"{i}. {r.instruction}" for i, r in enumerate(self.requests, 1)]
+        lines.append("You give details only when the agent asks for them, and you confirm an "
+                     "action only when its summary matches what you want.")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "domain": self.domain,
+            "kind": self.kind,
+            "kinds": self.kinds,
+            "user_id": self.user_id,
+            "identity": dict(self.identity),
+            "persona": self.persona,
+            "capabilities_needed": self.capabilities_needed,
+            "intro": self.intro,
+            "requests": [asdict(r) for r in self.requests],
+        }

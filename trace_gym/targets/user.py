@@ -1,0 +1,138 @@
+"""The scripted customer: deterministic, no LLM.
+
+It opens with its reason for calling (no ids, no details), answers the questions it is
+asked from what it knows (identity, then the current request's facts), says yes to an
+action summary only when the summary names what it wants, moves to its next request once
+the current one is handled (a write was made, the agent refused, or the information it
+asked for was given), and ends the conversation after the last one. An agent that keeps
+talking without helping is nudged, then left.
+
+Questions are recognised by keywords, so any agent, not only the oracle, can be served:
+the phrases below are the ones a customer service agent naturally uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trace_gym.targets.task import Request, TargetTask
+
+# topic -> phrases that, in a question, ask about it
+TOPICS: dict[str, tuple[str, ...]] = {
+    "user_id": ("user id", "user-id", "userid"),
+    "email": ("email", "e-mail"),
+    "name_zip": ("zip", "postal code"),
+    "reservation": ("reservation id", "reservation number", "which reservation", "booking reference",
+                    "confirmation number"),
+    "order": ("order id", "order number", "which order"),
+    "reason": ("reason", "why"),
+    "payment": ("payment method", "which card", "pay with", "how would you like to pay", "refund go",
+                "refund to"),
+    "flight": ("which flight", "new flight", "what date", "which date", "new date", "preferred flight"),
+    "trip": ("flying from", "where are you flying", "origin", "destination", "one way or round trip"),
+    "cabin": ("cabin",),
+    "passengers": ("passenger",),
+    "bags": ("bag",),
+    "insurance": ("insurance",),
+    "items": ("which item", "what item", "which product", "what would you like to change",
+              "what would you like to exchange", "what would you like to return"),
+    "address": ("new address", "shipping address", "which address", "home address",
+                "mailing address"),
+}
+
+CONFIRM_CUES = ("confirm", "yes/no", "(yes", "shall i proceed", "should i proceed", "proceed?",
+                "go ahead?", "do you want me to", "would you like me to", "shall i go ahead")
+REFUSAL_CUES = ("cannot", "can't", "can not", "unable to", "not able to", "not possible",
+                "not allowed", "not eligible", "isn't eligible", "is not eligible",
+                "does not qualify", "doesn't qualify", "not permitted", "won't be able")
+
+MAX_NUDGES = 3
+YES = "Yes, please go ahead."
+STOP = "Thank you, that's all I needed. Goodbye!"
+GIVE_UP = "I don't think this is going anywhere. I'll call back later. Goodbye."
+
+
+def follow_up(opening: str) -> str:
+    """A later request's opening: 'Hi, I'd like X.' -> 'Thanks. Also, I'd like X.'"""
+    body = opening.removeprefix("Hi, ")
+    return f"Thanks. Also, {body[0].lower()}{body[1:]}"
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+def mentions(text: str, term: str) -> bool:
+    """tau2's matching rule for required information: case-insensitive, commas ignored."""
+    return _normalise(term) in _normalise(text)
+
+
+@dataclass
+class UserTurn:
+    text: str
+    ended: bool = False
+
+
+class ScriptedUser:
+    """One customer for one task; call `respond` with each reply the agent sends."""
+
+    def __init__(self, task: TargetTask) -> None:
+        self.task = task
+        self.index = 0
+        self.nudges = 0
+        self.writes_at_start = 0
+
+    @property
+    def request(self) -> Request:
+        return self.task.requests[self.index]
+
+    def opening(self) -> str:
+        return self.task.requests[0].opening
+
+    def respond(self, reply: str, writes_so_far: int) -> UserTurn:
+        text = reply.lower()
+        req = self.request
+        if any(cue in text for cue in CONFIRM_CUES):
+            if req.confirm and all(term.lower() in text for term in req.confirm):
+                self.nudges = 0
+                return UserTurn(YES)
+            return UserTurn("No, that's not what I asked for. " + req.opening.removeprefix("Hi, "))
+        if "?" in text or "please provide" in text or "please share" in text or "let me know" in text:
+            answer = self._answer(text)
+            if answer:
+                self.nudges = 0
+                return UserTurn(answer)
+        if self._handled(req, reply, writes_so_far):
+            return self._next(writes_so_far)
+        self.nudges += 1
+        if self.nudges > MAX_NUDGES:
+            return UserTurn(GIVE_UP, ended=True)
+        return UserTurn("Could you help me with my request? " + req.opening)
+
+    def _answer(self, text: str) -> str:
+        known = {**self.task.identity, **self.request.facts}
+        answers: list[str] = []
+        asked = [topic for topic, cues in TOPICS.items() if any(c in text for c in cues)]
+        for topic in asked:
+            if topic in known and known[topic] not in answers:
+                answers.append(known[topic])
+        if not answers and asked:
+            return "Sorry, I don't know that."
+        return " ".join(answers)
+
+    def _handled(self, req: Request, reply: str, writes_so_far: int) -> bool:
+        text = reply.lower()
+        if any(cue in text for cue in REFUSAL_CUES):
+            return True
+        if req.writes:
+            return writes_so_far > self.writes_at_start
+        return bool(req.communicate) and all(mentions(reply, info) for info in req.communicate)
+
+    def _next(self, writes_so_far: int) -> UserTurn:
+        self.index += 1
+        self.nudges = 0
+        self.writes_at_start = writes_so_far
+        if self.index >= len(self.task.requests):
+            self.index -= 1
+            return UserTurn(STOP, ended=True)
+        return UserTurn(follow_up(self.request.opening))

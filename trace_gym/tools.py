@@ -1,0 +1,116 @@
+"""Tools: a schema (what the agent sees), a kind (READ / WRITE / GENERIC, as tau2-bench
+labels its tools) and a function over the world. A `Toolset` validates a call against the
+schema and runs it; every problem becomes an "Error: ..." text for the agent."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastjsonschema
+
+from trace_gym.errors import ToolError
+from trace_gym.schema import Schema, compile_arguments_validator, describe_validation_error
+
+
+class ToolKind(str, enum.Enum):
+    READ = "READ"
+    WRITE = "WRITE"
+    GENERIC = "GENERIC"
+
+
+ToolFn = Callable[..., Any]
+
+
+@dataclass
+class Tool:
+    """One tool: `fn(world, **arguments)` returns JSON-shaped data or raises ToolError."""
+
+    schema: Schema
+    kind: ToolKind
+    fn: ToolFn
+    _validator: Callable[[Any], Any] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.schema["function"]["name"]
+
+    @property
+    def parameters(self) -> Schema:
+        return self.schema["function"]["parameters"]
+
+    def validate(self, arguments: Any) -> str | None:
+        """None when the arguments satisfy the schema, else what is wrong."""
+        if self._validator is None:  # compiling costs ~10 ms: only for tools actually called
+            self._validator = compile_arguments_validator(self.parameters)
+        try:
+            self._validator(arguments)
+        except fastjsonschema.JsonSchemaValueException as exc:
+            return describe_validation_error(exc)
+        return None
+
+
+def render_output(value: Any) -> str:
+    """A tool result as the agent reads it: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    ok: bool
+
+
+class Toolset(Mapping[str, Tool]):
+    """An ordered, named set of tools over one kind of world."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools = {t.name: t for t in tools}
+        self.schemas: list[Schema] = [t.schema for t in self._tools.values()]
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __iter__(self):
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def subset(self, names: Iterable[str]) -> Toolset:
+        """The named tools, in the order given (unknown names are a programmer error)."""
+        return Toolset(self._tools[n] for n in names)
+
+    def names(self, kind: ToolKind | None = None) -> list[str]:
+        return [n for n, t in self._tools.items() if kind is None or t.kind is kind]
+
+    def execute(self, world: Any, name: str, arguments: Any) -> ToolResult:
+        """Run one call. Unknown tools, schema violations and ToolErrors become "Error: ..."."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(
+                f"Error: unknown tool {name!r}; available tools: {', '.join(self._tools)}",
+                False,
+            )
+        problem = tool.validate(arguments)
+        if problem is not None:
+            return ToolResult(f"Error: invalid arguments for {name}: {problem}", False)
+        try:
+            value = tool.fn(world, **arguments)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", False)
+        return ToolResult(render_output(value), True)
+
+
+def tool(kind: ToolKind, schema: Schema) -> Callable[[ToolFn], Tool]:
+    """Decorator: turn `fn(world, **arguments)` into a Tool with this schema and kind."""
+
+    def wrap(fn: ToolFn) -> Tool:
+        return Tool(schema=schema, kind=kind, fn=fn)
+
+    return wrap

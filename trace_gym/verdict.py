@@ -1,0 +1,39 @@
+"""What a verifier returns: a score in [0, 1] and the checks behind it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verifier check. `credit` is what it contributes to the score."""
+
+    name: str
+    passed: bool
+    credit: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        # Rewards are clipped to [0, 1] (DESIGN §3); a verifier outside that is clipped here.
+        object.__setattr__(self, "score", min(1.0, max(0.0, float(self.score))))
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= 1.0 - 1e-9
+
+    def to_json(self) -> dict[str, Any]:
+        return {"score": self.score, "checks": [asdict(c) for c in self.checks]}
+
+
+def all_or_nothing(checks: list[Check]) -> Verdict:
+    """tau2-bench's rule: the score is 1 when every check passes, else 0."""
+    ok = all(c.passed for c in checks)
+    return Verdict(1.0 if ok else 0.0, tuple(checks))

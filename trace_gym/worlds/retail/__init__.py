@@ -1,0 +1,11 @@
+"""The retail domain: tau2-shaped users, products with variants, and orders."""
+
+from importlib import resources
+
+from trace_gym.worlds.retail.data import RetailWorld
+from trace_gym.worlds.retail.generator import RetailBuilder, RetailWorldSize, generate_world
+from trace_gym.worlds.retail.tools import TOOLS
+
+POLICY = resources.files(__package__).joinpath("policy.md").read_text(encoding="utf-8")
+
+__all__ = ["RetailWorld", "RetailBuilder", "RetailWorldSize", "generate_world", "TOOLS", "POLICY"]

@@ -1,0 +1,1 @@
+"""Step 3 of TRACE: one LoRA adapter per capability, trained with group-by-seed GRPO."""
