@@ -222,9 +222,16 @@ class TraceEnv(gym.Env[list, Any]):
         return self.episode.task
 
     @classmethod
+    def code_files(cls) -> list[Path]:
+        """The source files whose content decides this env's tasks and rewards."""
+        return [Path(inspect.getfile(cls)), Path(__file__)]
+
+    @classmethod
     def code_sha256(cls) -> str:
-        """sha256 of the file that defines this env (recorded in every trajectory)."""
-        return sha256_bytes(Path(inspect.getfile(cls)).read_bytes())
+        """sha256 over `code_files()` (recorded in every trajectory): equal hashes, equal
+        episodes for equal seeds and actions."""
+        parts = sorted(f"{p.name}:{sha256_bytes(p.read_bytes())}" for p in cls.code_files())
+        return sha256_bytes("\n".join(parts).encode())
 
     def render(self) -> str | None:
         from trace_gym.render import render_ansi, render_human

@@ -86,7 +86,9 @@ class Rng:
 
     def digits(self, n: int) -> str:
         """A string of n random decimal digits."""
-        return self.letters(n, "0123456789")
+        if n <= 13:  # one uniform carries 13 decimal digits
+            return str(int(self.random() * 10**n)).zfill(n)
+        return self.digits(13) + self.digits(n - 13)
 
     def letters(self, n: int, alphabet: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") -> str:
         """n random characters of `alphabet`. One uniform yields as many characters as its

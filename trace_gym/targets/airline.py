@@ -44,12 +44,36 @@ from trace_gym.worlds.world import Record
 CABIN_NAME = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
+class Conflict(Exception):
+    """Two requests of one task need the same flight date in different states."""
+
+
 class Draft(Drafting):
     builder: AirlineBuilder
 
     def __init__(self, builder: AirlineBuilder, rng: Rng, config: TargetConfig, user: Record) -> None:
         super().__init__(rng=rng, config=config, user=user)
         self.builder = builder
+        self.owner = 0
+        """The request being drafted; it owns the flight dates it reads or changes."""
+        self.frozen: dict[tuple[str, str], int] = {}
+        """(flight, date) -> the request whose facts depend on that date's status and fares."""
+
+    def flight_date(self, flight_number: str, date: str, available: bool = True, seats: int = 9) -> Record:
+        """A flight date this request depends on (on sale, when `available`); from now on
+        no other request may change it. Raises Conflict if another request already owns it."""
+        key = (flight_number, date)
+        if self.frozen.get(key, self.owner) != self.owner:
+            raise Conflict(key)
+        self.frozen[key] = self.owner
+        if available:
+            return self.builder.ensure_available(flight_number, date, seats)
+        return self.builder.world.flights[flight_number]["dates"][date]
+
+    def cancel_flight(self, flight_number: str, date: str) -> None:
+        """The airline cancelled this flight date (it must be this request's own)."""
+        self.flight_date(flight_number, date, available=False)
+        self.builder.set_status(flight_number, date, "cancelled")
 
     @property
     def last_day(self) -> int:
@@ -96,9 +120,8 @@ class Draft(Drafting):
         itinerary = [rng.choice(b.flights_between(origin, destination))]
         res = b.add_reservation(self.user, itinerary=itinerary, day=day, return_day=return_day,
                                 flight_type=flight_type, cabin=cabin, **kwargs)
-        if available:
-            for seg in res["flights"]:
-                b.ensure_available(seg["flight_number"], seg["date"])
+        for seg in res["flights"]:
+            self.flight_date(seg["flight_number"], seg["date"], available=available)
         self.used_records.add(res["reservation_id"])
         return res
 
@@ -167,12 +190,13 @@ def cancel_reservation(d: Draft, forbidden: bool) -> Request:
     rid = res["reservation_id"]
     if variant == "airline_cancelled":
         seg = rng.choice(res["flights"])
-        d.builder.set_status(seg["flight_number"], seg["date"], "cancelled")
+        d.cancel_flight(seg["flight_number"], seg["date"])
     fact, find = _find_reservation(d, res, "Which reservation would you like to cancel? Please give me the reservation id.")
     paid = sum(p["amount"] for p in res["payment_history"])
     plan = [*find, say("What is the reason for the cancellation?")]
     request = Request(
         kind="cancel_reservation",
+        subject=rid,
         opening="Hi, I need to cancel a reservation.",
         instruction=f"Cancel reservation {rid} ({_trip(res)}). Reason: {REASONS[reason]}",
         facts={"reservation": fact, "reason": REASONS[reason]},
@@ -220,7 +244,7 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
     new_date = date_of(rng.choice(new_days))
     preference = rng.choice(("cheapest", "earliest", "latest"))
     flights = b.flights_between(*route)
-    entries = {f["flight_number"]: b.ensure_available(f["flight_number"], new_date) for f in flights}
+    entries = {f["flight_number"]: d.flight_date(f["flight_number"], new_date) for f in flights}
     times = sorted(f["scheduled_departure_time_est"] for f in flights)
     if preference != "cheapest" and (times[0] == times[1] if preference == "earliest" else times[-1] == times[-2]):
         preference = "cheapest"  # tied departure times: only the fare can single one out
@@ -249,6 +273,7 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
         new_flights.append({"flight_number": back["flight_number"], "date": back["date"]})
     request = Request(
         kind="change_flight",
+        subject=rid,
         opening="Hi, I'd like to change the flight on one of my reservations.",
         instruction=(f"Move reservation {rid} ({_trip(res)}) to the {preference} direct flight on "
                      f"{new_date}{' (outbound only)' if round_trip else ''}; pay with "
@@ -290,7 +315,7 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
         res = d.reservation(cabin=rng.choice(("basic_economy", "economy")), flight_type="round_trip",
                             day=rng.integer(b.size.first_day, TODAY - 1),
                             return_day=rng.integer(TODAY + 1, d.last_day), available=False)
-        b.ensure_available(res["flights"][-1]["flight_number"], res["flights"][-1]["date"])
+        d.flight_date(res["flights"][-1]["flight_number"], res["flights"][-1]["date"])
     else:
         res = d.reservation(cabin=rng.choice(("basic_economy", "economy", "business")))
     rid, old = res["reservation_id"], res["cabin"]
@@ -300,6 +325,7 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
     fact, find = _find_reservation(d, res, "Which reservation would you like to change? Please give me the reservation id.")
     request = Request(
         kind="change_cabin",
+        subject=rid,
         opening="Hi, I'd like to change the cabin class of one of my reservations.",
         instruction=f"Change reservation {rid} ({_trip(res)}) from {CABIN_NAME[old]} to {CABIN_NAME[new]}.",
         facts={"reservation": fact, "cabin": f"I'd like {CABIN_NAME[new]}, for all flights."},
@@ -358,6 +384,7 @@ def baggage(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         request = Request(
             kind="baggage",
+            subject=rid,
             opening="Hi, I'd like to change the checked bags on one of my reservations.",
             instruction=f"Remove one checked bag from reservation {rid} (it has {total}).",
             facts={"reservation": fact, "bags": f"I'd like to remove one of my {total} checked bags."},
@@ -374,6 +401,7 @@ def baggage(d: Draft, forbidden: bool) -> Request:
     method = d.update_method(fee)
     request = Request(
         kind="baggage",
+        subject=rid,
         opening="Hi, I'd like to add checked bags to one of my reservations.",
         instruction=f"Add {add} checked bag(s) to reservation {rid}; pay with {agent_method(method)}.",
         facts={"reservation": fact, "bags": f"I'd like to add {add} checked bag{'s' if add > 1 else ''}.",
@@ -409,6 +437,7 @@ def update_passengers(d: Draft, forbidden: bool) -> Request:
         first, last = rng.choice(people.FIRST_NAMES), rng.choice(people.LAST_NAMES)
         request = Request(
             kind="update_passengers",
+            subject=rid,
             opening="Hi, I'd like to change the passengers on one of my reservations.",
             instruction=f"Add {first} {last} as an extra passenger to reservation {rid}.",
             facts={"reservation": fact, "passengers": f"I'd like to add my friend {first} {last} to the reservation."},
@@ -427,6 +456,7 @@ def update_passengers(d: Draft, forbidden: bool) -> Request:
     passengers[index] = fixed
     request = Request(
         kind="update_passengers",
+        subject=rid,
         opening="Hi, one of the passengers on my reservation has wrong details.",
         instruction=(f"On reservation {rid}, correct passenger {old['first_name']} {old['last_name']} "
                      f"to {new_first} {old['last_name']}, born {new_dob}."),
@@ -467,7 +497,7 @@ def book_flight(d: Draft, forbidden: bool) -> Request:
     flights, prices = [], 0
     for o, dst, date in legs:
         options = b.flights_between(o, dst)
-        entries = {f["flight_number"]: b.ensure_available(f["flight_number"], date, seats=n_pax + 9)
+        entries = {f["flight_number"]: d.flight_date(f["flight_number"], date, seats=n_pax + 9)
                    for f in options}
         best = min(options, key=lambda f: entries[f["flight_number"]]["prices"][cabin])
         low = entries[best["flight_number"]]["prices"][cabin]
@@ -564,11 +594,12 @@ def compensation(d: Draft, forbidden: bool) -> Request:
         res = d.reservation()
     rid, n_pax = res["reservation_id"], len(res["passengers"])
     seg = rng.choice(res["flights"])
-    d.builder.set_status(seg["flight_number"], seg["date"], "cancelled")
+    d.cancel_flight(seg["flight_number"], seg["date"])
     amount = CANCELLED_FLIGHT_CERTIFICATE * n_pax
     fact, find = _find_reservation(d, res, "I'm sorry to hear that. Which reservation was affected? Please give me the reservation id.")
     request = Request(
         kind="compensation",
+        subject=rid,
         opening="Hi, the airline cancelled one of my flights and I'd like compensation for the trouble.",
         instruction=f"Ask for compensation because flight {seg['flight_number']} on {seg['date']} of reservation {rid} was cancelled.",
         facts={"reservation": fact, "flight": f"It's flight {seg['flight_number']} on {seg['date']}."},
@@ -603,7 +634,7 @@ def flight_status(d: Draft, forbidden: bool) -> Request:
     rng, b = d.rng, d.builder
     flight = rng.choice(list(b.world.flights.values()))
     date = date_of(rng.integer(TODAY, d.last_day))
-    status = flight["dates"][date]["status"]
+    status = d.flight_date(flight["flight_number"], date, available=False)["status"]
     fn = flight["flight_number"]
     request = Request(
         kind="flight_status",
@@ -630,6 +661,7 @@ def bag_allowance(d: Draft, forbidden: bool) -> Request:
     fact, find = _find_reservation(d, res, "Which reservation is this about? Please give me the reservation id.")
     request = Request(
         kind="bag_allowance",
+        subject=rid,
         opening="Hi, how many checked bags can I bring for free on my trip?",
         instruction=f"Ask how many free checked bags reservation {rid} includes.",
         facts={"reservation": fact},
@@ -671,7 +703,18 @@ def generate_task(rng: Rng, config: TargetConfig,
     user = builder.add_user()
     draft = Draft(builder, rng, config, user)
     kinds = draw_kinds(rng, config, tuple(KINDS), limits={"book_flight": len(NEW_RESERVATION_IDS)})
-    requests = [KINDS[k](draft, k in FORBIDDABLE and rng.chance(config.forbidden_rate)) for k in kinds]
+    requests = []
+    for kind in kinds:
+        forbidden = kind in FORBIDDABLE and rng.chance(config.forbidden_rate)
+        for _ in range(10):
+            draft.owner += 1
+            try:
+                requests.append(KINDS[kind](draft, forbidden))
+                break
+            except Conflict:  # draw this request again, on other records
+                continue
+        else:
+            raise RuntimeError(f"could not draft a {kind} request that fits the others")
     for _ in range(config.distractors):
         subject = [r for r in user["reservations"] if r in draft.used_records]
         like = builder.world.reservations[rng.choice(subject)] if subject else None

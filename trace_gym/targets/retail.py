@@ -111,6 +111,7 @@ def cancel_order(d: Draft, forbidden: bool) -> Request:
     fact, find = _find_order(d, order, "Which order would you like to cancel? Please give me the order id.")
     request = Request(
         kind="cancel_order",
+        subject=oid,
         opening="Hi, I'd like to cancel an order.",
         instruction=f"Cancel order {oid} ({_items_text(order)}). Reason: {REASON_PHRASES[reason]}",
         facts={"order": fact, "reason": REASON_PHRASES[reason]},
@@ -172,6 +173,7 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
     fact, find = _find_order(d, order, f"Which order would you like to {verb}? Please give me the order id.")
     request = Request(
         kind=kind,
+        subject=oid,
         opening=f"Hi, I'd like to {verb} some items in one of my orders.",
         instruction=f"In order {oid}, {verb} {wants}.",
         facts={"order": fact, "items": wants[0].upper() + wants[1:] + "."},
@@ -242,6 +244,7 @@ def modify_order_address(d: Draft, forbidden: bool) -> Request:
     fact, find = _find_order(d, order, "Which order should go to a new address? Please give me the order id.")
     request = Request(
         kind="modify_order_address",
+        subject=oid,
         opening="Hi, I need to change the shipping address of one of my orders.",
         instruction=f"Ship order {oid} to {_address_text(new)}.",
         facts={"order": fact, "address": f"Please ship it to {_address_text(new)}."},
@@ -282,6 +285,7 @@ def modify_order_payment(d: Draft, forbidden: bool) -> Request:
     fact, find = _find_order(d, order, "Which order is this about? Please give me the order id.")
     request = Request(
         kind="modify_order_payment",
+        subject=oid,
         opening="Hi, I'd like to change how one of my orders is paid.",
         instruction=f"Pay order {oid} with {agent_method(new)} instead of {agent_method(old)}.",
         facts={"order": fact, "payment": f"I'd like to pay with {describe_method(new)} instead."},
@@ -321,6 +325,7 @@ def return_items(d: Draft, forbidden: bool) -> Request:
     where = "my gift card" if method["source"] == "gift_card" else "the original payment method"
     request = Request(
         kind="return_items",
+        subject=oid,
         opening="Hi, I'd like to return some items I received.",
         instruction=f"Return the {names} from order {oid}; refund to {where}.",
         facts={"order": fact, "items": f"I'd like to return the {names}.",
@@ -387,6 +392,7 @@ def order_info(d: Draft, forbidden: bool) -> Request:
                                   f"You paid {money(total)} for order {oid}.", amount_text(total))
     request = Request(
         kind="order_info",
+        subject=oid,
         opening=f"Hi, {question}",
         instruction=f"Ask {question.replace('my', 'your').rstrip('?')} (order {oid}).",
         facts={"order": fact},

@@ -41,6 +41,8 @@ class Request:
     rule: list[str] = field(default_factory=list)
     """For a request the policy forbids: the refusal must name one of these terms."""
     capabilities: list[str] = field(default_factory=list)
+    subject: str | None = None
+    """Id of the record the request is about; a refusal counts only after it was looked up."""
     plan: list[Step] = field(default_factory=list)
     """The oracle's turns for this request."""
 

@@ -13,6 +13,7 @@ the phrases below are the ones a customer service agent naturally uses.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from trace_gym.targets.task import Request, TargetTask
@@ -40,11 +41,16 @@ TOPICS: dict[str, tuple[str, ...]] = {
                 "mailing address"),
 }
 
+_TOPIC_PATTERNS = {topic: re.compile("|".join(map(re.escape, cues))) for topic, cues in TOPICS.items()}
+
 CONFIRM_CUES = ("confirm", "yes/no", "(yes", "shall i proceed", "should i proceed", "proceed?",
                 "go ahead?", "do you want me to", "would you like me to", "shall i go ahead")
 REFUSAL_CUES = ("cannot", "can't", "can not", "unable to", "not able to", "not possible",
                 "not allowed", "not eligible", "isn't eligible", "is not eligible",
                 "does not qualify", "doesn't qualify", "not permitted", "won't be able")
+_CONFIRM = re.compile("|".join(map(re.escape, CONFIRM_CUES)))
+_REFUSAL = re.compile("|".join(map(re.escape, REFUSAL_CUES)))
+_QUESTION = re.compile(r"\?|please provide|please share|let me know")
 
 MAX_NUDGES = 3
 YES = "Yes, please go ahead."
@@ -92,12 +98,12 @@ class ScriptedUser:
     def respond(self, reply: str, writes_so_far: int) -> UserTurn:
         text = reply.lower()
         req = self.request
-        if any(cue in text for cue in CONFIRM_CUES):
+        if _CONFIRM.search(text):
             if req.confirm and all(term.lower() in text for term in req.confirm):
                 self.nudges = 0
                 return UserTurn(YES)
             return UserTurn("No, that's not what I asked for. " + req.opening.removeprefix("Hi, "))
-        if "?" in text or "please provide" in text or "please share" in text or "let me know" in text:
+        if _QUESTION.search(text):
             answer = self._answer(text)
             if answer:
                 self.nudges = 0
@@ -112,7 +118,7 @@ class ScriptedUser:
     def _answer(self, text: str) -> str:
         known = {**self.task.identity, **self.request.facts}
         answers: list[str] = []
-        asked = [topic for topic, cues in TOPICS.items() if any(c in text for c in cues)]
+        asked = [topic for topic, pattern in _TOPIC_PATTERNS.items() if pattern.search(text)]
         for topic in asked:
             if topic in known and known[topic] not in answers:
                 answers.append(known[topic])
@@ -122,7 +128,7 @@ class ScriptedUser:
 
     def _handled(self, req: Request, reply: str, writes_so_far: int) -> bool:
         text = reply.lower()
-        if any(cue in text for cue in REFUSAL_CUES):
+        if _REFUSAL.search(text):
             return True
         if req.writes:
             return writes_so_far > self.writes_at_start

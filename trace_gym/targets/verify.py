@@ -5,7 +5,7 @@ named. The score is 1 when all checks pass, else 0."""
 
 from __future__ import annotations
 
-from trace_gym.messages import Message, assistant_texts
+from trace_gym.messages import Message, assistant_texts, tool_calls_of
 from trace_gym.targets.task import TargetTask
 from trace_gym.targets.user import mentions
 from trace_gym.tools import Toolset
@@ -34,7 +34,22 @@ def verify(task: TargetTask, initial_world: World, final_world: World,
             ok = any(mentions(text, info) for text in said)
             checks.append(Check(f"communicate[{i}]:{info}", ok, 1.0 if ok else 0.0))
         if request.forbidden:
-            ok = any(mentions(text, term) for text in said for term in request.rule)
+            looked = request.subject is None or _looked_up(messages, request.subject)
+            named = any(mentions(text, term) for text in said for term in request.rule)
+            ok = looked and named
             checks.append(Check(f"refusal[{i}]:{request.kind}", ok, 1.0 if ok else 0.0,
-                                "must name one of: " + ", ".join(request.rule)))
+                                f"must look up {request.subject} and name one of: " + ", ".join(request.rule)))
     return all_or_nothing(checks)
+
+
+def _looked_up(messages: list[Message], record_id: str) -> bool:
+    """Whether a tool call that succeeded took this record id as an argument."""
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    for m in messages:
+        if m["role"] != "assistant":
+            continue
+        for tc, (_, args) in zip(m.get("tool_calls") or (), tool_calls_of(m)):
+            if isinstance(args, dict) and record_id in args.values() \
+                    and not results.get(tc["id"], "Error").startswith("Error"):
+                return True
+    return False

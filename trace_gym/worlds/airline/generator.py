@@ -86,6 +86,7 @@ class AirlineBuilder:
         self._ids: set[str] = set(NEW_RESERVATION_IDS) | set(NEW_CERTIFICATE_IDS)
         airports = rng.sample([code for code, _ in AIRPORTS], size.airports)
         self.hub, self.spokes = airports[0], airports[1:]
+        self._dates = [(day, date_of(day)) for day in size.days_range]
         self._network()
 
     # -- flights ----------------------------------------------------------------------
@@ -108,11 +109,9 @@ class AirlineBuilder:
         arrival = min(departure + rng.integer(60, 300), 23 * 60 + 55)
         dep, arr = _hhmm(departure), _hhmm(arrival)
         base = {c: rng.integer(*PRICE_RANGES[c]) for c in CABINS}
-        days = self.size.days_range
-        u = rng.floats(7 * len(days))  # one draw per number: dates dominate generation time
+        u = rng.floats(7 * len(self._dates))  # one draw per number: dates dominate generation time
         dates = {}
-        for n, day in enumerate(days):
-            date = date_of(day)
+        for n, (day, date) in enumerate(self._dates):
             k = 7 * n
             if day < TODAY or (day == TODAY and arrival < 15 * 60):
                 dates[date] = {"status": "landed",

@@ -1,0 +1,93 @@
+"""The one action parser: every form an agent's turn can take, and never an exception."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trace_gym.actions import parse_action
+from trace_gym.messages import INVALID_TOOL_CALL
+
+
+def test_tool_call_dict_with_object_or_string_arguments():
+    for args in ({"reservation_id": "ABC123"}, '{"reservation_id": "ABC123"}'):
+        parsed = parse_action({"name": "get_reservation_details", "arguments": args})
+        assert parsed.content is None
+        assert [(c.name, c.arguments) for c in parsed.calls] == [
+            ("get_reservation_details", {"reservation_id": "ABC123"})]
+
+
+def test_openai_assistant_message():
+    msg = {"role": "assistant", "content": "checking",
+           "tool_calls": [{"id": "x", "type": "function",
+                           "function": {"name": "calculate", "arguments": '{"expression": "1+1"}'}}]}
+    parsed = parse_action(msg)
+    assert parsed.content == "checking"
+    assert parsed.calls[0].name == "calculate" and parsed.calls[0].arguments == {"expression": "1+1"}
+
+
+def test_assistant_message_without_calls_is_a_reply():
+    parsed = parse_action({"role": "assistant", "content": "Hello there"})
+    assert parsed.is_reply and parsed.content == "Hello there"
+
+
+def test_hermes_blocks_and_surrounding_text():
+    text = ('<think>plan</think>Let me look.\n<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n'
+            '</tool_call>\n<tool_call>{"name": "b", "arguments": {}}</tool_call>')
+    parsed = parse_action(text)
+    assert [c.name for c in parsed.calls] == ["a", "b"]
+    assert parsed.content == "Let me look."
+
+
+def test_unclosed_hermes_block_is_still_read():
+    parsed = parse_action('<tool_call>{"name": "a", "arguments": {}}')
+    assert parsed.calls[0].name == "a" and parsed.calls[0].valid
+
+
+def test_bare_json_tool_call():
+    parsed = parse_action('{"name": "get_user_details", "arguments": {"user_id": "u1"}}')
+    assert parsed.calls[0].name == "get_user_details" and parsed.calls[0].valid
+
+
+def test_plain_text_is_a_reply():
+    parsed = parse_action("  I can help with that.  ")
+    assert parsed.is_reply and parsed.content == "I can help with that."
+
+
+def test_broken_tool_call_text_becomes_invalid_call():
+    for text in ('<tool_call>{"name": "a", "arguments": </tool_call>', '{"foo": 1}',
+                 '<tool_call>[1, 2]</tool_call>', '{"name": "a", "arguments": "not json"}'):
+        parsed = parse_action(text)
+        assert len(parsed.calls) == 1, text
+        call = parsed.calls[0]
+        assert call.name == INVALID_TOOL_CALL and not call.valid and call.error
+        assert json.loads(call.arguments_json())["raw"]
+
+
+def test_non_text_actions_become_invalid_calls():
+    for action in (None, 3, [1, 2], {"role": "user", "content": "hi"}, {"name": 5}):
+        parsed = parse_action(action)
+        assert parsed.calls and not parsed.calls[0].valid
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.text(max_size=300))
+def test_any_text_parses(text):
+    parsed = parse_action(text)
+    for call in parsed.calls:
+        json.loads(call.arguments_json())
+
+
+@given(json_values)
+def test_any_json_value_parses(value):
+    parse_action(value)
+    parse_action(json.dumps(value))
+    parse_action(f"<tool_call>{json.dumps(value)}</tool_call>")

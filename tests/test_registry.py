@@ -1,0 +1,57 @@
+"""Registration: lazy, namespaced, with helpful errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+
+import trace_gym
+from tests.conftest import REPO
+from trace_gym.errors import TraceGymError, UnknownEnv
+from trace_gym.registry import read_manifest
+
+
+def test_targets_are_registered_and_listed():
+    ids = [e.id for e in trace_gym.list_envs()]
+    assert ids[:2] == ["trace/airline-v0", "trace/retail-v0"]
+    assert all(i in gym.registry for i in ids)
+
+
+def test_module_prefixed_id_works():
+    env = gym.make("trace_gym:trace/airline-v0")
+    obs, _ = env.reset(seed=0)
+    assert obs[0]["role"] == "system"
+
+
+def test_unknown_id_suggests_the_nearest():
+    with pytest.raises(UnknownEnv, match="Did you mean: trace/airline-v0"):
+        trace_gym.make("trace/airlin-v0")
+
+
+def test_import_is_lazy():
+    code = ("import sys, trace_gym; "
+            "print([m for m in sys.modules if m.startswith(('trace_gym.targets', 'generated_envs.'))])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not valid JSON"),
+    ('{"envs": 3}', "list 'envs'"),
+    ('{"envs": [{"id": "trace/x-v0"}]}', "lacks entry_point"),
+    ('{"envs": [{"id": "x-v0", "entry_point": "a:b", "capability": "c", "description": "d", '
+     '"origin": "shipped", "sha256": "0"}]}', "must start with 'trace/'"),
+])
+def test_malformed_manifests_are_refused_saying_where(text, message):
+    with pytest.raises(TraceGymError, match=message) as info:
+        read_manifest(text, "somewhere/manifest.json")
+    assert "somewhere/manifest.json" in str(info.value)
+
+
+def test_shipped_manifest_is_valid():
+    data = json.loads((REPO / "generated_envs" / "manifest.json").read_text())
+    read_manifest(json.dumps(data), "generated_envs/manifest.json")

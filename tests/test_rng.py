@@ -1,0 +1,34 @@
+"""The seeded random source."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trace_gym.rng import Rng
+
+
+@given(st.integers(0, 2**32))
+def test_same_seed_same_draws(seed):
+    a, b = Rng.from_seed(seed), Rng.from_seed(seed)
+    assert [a.random() for _ in range(700)] == [b.random() for _ in range(700)]
+    assert a.digits(20) == b.digits(20) and a.letters(6) == b.letters(6)
+
+
+@given(st.integers(0, 2**32), st.integers(1, 40))
+def test_ranges(seed, n):
+    rng = Rng.from_seed(seed)
+    for _ in range(50):
+        assert 0 <= rng.below(n) < n
+        assert -3 <= rng.integer(-3, n) <= n
+    assert len(rng.digits(n)) == n and rng.digits(n).isdigit()
+    assert sorted(rng.sample(range(n), n)) == list(range(n))
+
+
+def test_digits_are_spread():
+    rng = Rng.from_seed(1)
+    counts = [0] * 10
+    for _ in range(2000):
+        for ch in rng.digits(13):
+            counts[int(ch)] += 1
+    assert min(counts) > 0.8 * max(counts)

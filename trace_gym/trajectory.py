@@ -1,0 +1,62 @@
+"""Trajectory records: one JSON object per episode, the format every step reads.
+
+Fields (DESIGN §3): schema_version, id (`env/split/seed/sample`), env_id, env_sha256, seed,
+sample, split, policy, messages, reward, passed (reward >= 1 - 1e-9), verdict, task_kind,
+capabilities_needed, termination_reason, instructions, timings (seconds: reset, steps,
+total). `trace-gym play --json` prints exactly one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+
+from trace_gym.agents.base import Policy
+from trace_gym.seeding import split_of
+
+SCHEMA_VERSION = 1
+
+
+def passed(reward: float) -> bool:
+    return reward >= 1.0 - 1e-9
+
+
+def run_episode(env: gym.Env, policy: Policy, *, env_id: str, seed: int, sample: int = 0,
+                hint: bool = False) -> dict[str, Any]:
+    """Play one episode and return its trajectory record."""
+    start = time.perf_counter()
+    options = {"hint": True} if hint else None
+    obs, info = env.reset(seed=seed, options=options)
+    policy.bind(env)
+    tools = info["tools"]
+    reset_s = time.perf_counter() - start
+    reward, done = 0.0, False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(policy.act(obs, tools))
+        done = terminated or truncated
+    total = time.perf_counter() - start
+    base = env.unwrapped
+    task = base.task
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "id": f"{env_id}/{split_of(seed)}/{seed}/{sample}",
+        "env_id": env_id,
+        "env_sha256": type(base).code_sha256(),
+        "seed": seed,
+        "sample": sample,
+        "split": split_of(seed),
+        "policy": policy.name,
+        "hint": hint,
+        "messages": obs,
+        "reward": float(reward),
+        "passed": passed(reward),
+        "verdict": info.get("verdict"),
+        "task_kind": task.kind,
+        "capabilities_needed": list(task.capabilities_needed),
+        "termination_reason": info.get("termination_reason"),
+        "instructions": task.instructions,
+        "timings": {"reset_s": round(reset_s, 6), "steps_s": round(total - reset_s, 6),
+                    "total_s": round(total, 6)},
+    }
