@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # one core
     entries = {e.id: e for e in trace_gym.list_envs()}
     ids = args.env_ids or list(entries)
     print(f"{'env':44s} {'best eps/s':>11s} {'median':>9s} {'goal':>6s}")

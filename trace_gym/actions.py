@@ -90,7 +90,8 @@ def _parse_json_call(text: str) -> ParsedCall:
 
 
 def parse_text(text: str) -> ParsedAction:
-    text = _THINK.sub("", text)
+    if "<think>" in text:
+        text = _THINK.sub("", text)
     if "<tool_call>" in text:
         calls = tuple(_parse_json_call(m.strip()) for m in _TOOL_BLOCK.findall(text))
         content = _TOOL_BLOCK.sub("", text).strip() or None

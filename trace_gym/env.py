@@ -59,6 +59,7 @@ class Episode:
     messages: list[msg.Message]
     system_prompt_unhinted: str
     max_steps: int
+    capabilities_needed: tuple[str, ...] = ()
     seed: int | None = None
     hint: bool = False
     turn: int = 0
@@ -149,6 +150,7 @@ class TraceEnv(gym.Env[list, Any]):
             messages=[msg.system(prompt), *new.opening],
             system_prompt_unhinted=new.system_prompt,
             max_steps=new.max_steps,
+            capabilities_needed=tuple(new.task.capabilities_needed),
             seed=seed,
             hint=hint,
         )
@@ -200,7 +202,7 @@ class TraceEnv(gym.Env[list, Any]):
             "tools": self.toolset.schemas,
             "system_prompt_unhinted": ep.system_prompt_unhinted,
             "task_kind": ep.task.kind,
-            "capabilities_needed": list(ep.task.capabilities_needed),
+            "capabilities_needed": list(ep.capabilities_needed),
             "turn": ep.turn,
             "max_steps": ep.max_steps,
         }

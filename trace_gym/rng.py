@@ -1,13 +1,15 @@
-"""Fast scalar draws from a seeded numpy Generator.
+"""Fast scalar draws derived from a seeded numpy Generator.
 
-World and task generation makes hundreds of small draws per episode; a numpy call costs
-about a microsecond each, which alone would cap throughput. `Rng` pulls uniforms from the
-Generator in blocks and serves scalar draws from that block, so every draw still comes from
-the episode's seed (no global RNG, no clock) at the cost of a list index.
+World and task generation makes about a thousand small draws per episode. A numpy call
+costs as much as a few hundred scalar draws whatever its size, so `Rng` takes one 64-bit
+seed from the episode's numpy Generator and draws from a private Mersenne Twister seeded
+with it (`random.Random`, an instance, never the global module). Everything still comes
+from the episode seed: no global RNG, no clock, the same sequence on every platform.
 """
 
 from __future__ import annotations
 
+import random as _random
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -15,35 +17,25 @@ import numpy as np
 
 T = TypeVar("T")
 
-_BLOCK = 512
-
 
 class Rng:
-    """Scalar random draws backed by a numpy Generator (the only source of randomness)."""
+    """Scalar random draws derived from a numpy Generator (the only source of randomness)."""
 
-    __slots__ = ("_gen", "_buf", "_i")
+    __slots__ = ("_mt", "random")
 
     def __init__(self, gen: np.random.Generator) -> None:
-        self._gen = gen
-        self._buf: list[float] = []
-        self._i = 0
+        self._mt = _random.Random(int(gen.integers(0, 2**63)))
+        self.random = self._mt.random
+        """A uniform float in [0, 1)."""
 
     @classmethod
     def from_seed(cls, seed: int) -> Rng:
         return cls(np.random.default_rng(seed))
 
-    def random(self) -> float:
-        """A uniform float in [0, 1)."""
-        i = self._i
-        if i >= len(self._buf):
-            self._buf = self._gen.random(_BLOCK).tolist()
-            i = 0
-        self._i = i + 1
-        return self._buf[i]
-
     def floats(self, n: int) -> list[float]:
-        """n uniform floats in [0, 1) in one draw (for generators that need many)."""
-        return self._gen.random(n).tolist()
+        """n uniform floats in [0, 1)."""
+        r = self.random
+        return [r() for _ in range(n)]
 
     def below(self, n: int) -> int:
         """A uniform integer in [0, n)."""

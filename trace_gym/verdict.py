@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -30,7 +30,9 @@ class Verdict:
         return self.score >= 1.0 - 1e-9
 
     def to_json(self) -> dict[str, Any]:
-        return {"score": self.score, "checks": [asdict(c) for c in self.checks]}
+        return {"score": self.score, "checks": [
+            {"name": c.name, "passed": c.passed, "credit": c.credit, "detail": c.detail}
+            for c in self.checks]}
 
 
 def all_or_nothing(checks: list[Check]) -> Verdict:

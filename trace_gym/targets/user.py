@@ -41,7 +41,9 @@ TOPICS: dict[str, tuple[str, ...]] = {
                 "mailing address"),
 }
 
-_TOPIC_PATTERNS = {topic: re.compile("|".join(map(re.escape, cues))) for topic, cues in TOPICS.items()}
+_TOPIC_OF = {cue: topic for topic, cues in TOPICS.items() for cue in cues}
+# One scan for every cue; longer cues first so that "payment method" wins over "payment".
+_TOPICS = re.compile("|".join(map(re.escape, sorted(_TOPIC_OF, key=len, reverse=True))))
 
 CONFIRM_CUES = ("confirm", "yes/no", "(yes", "shall i proceed", "should i proceed", "proceed?",
                 "go ahead?", "do you want me to", "would you like me to", "shall i go ahead")
@@ -118,7 +120,8 @@ class ScriptedUser:
     def _answer(self, text: str) -> str:
         known = {**self.task.identity, **self.request.facts}
         answers: list[str] = []
-        asked = [topic for topic, pattern in _TOPIC_PATTERNS.items() if pattern.search(text)]
+        found = {_TOPIC_OF[m] for m in _TOPICS.findall(text)}
+        asked = [topic for topic in TOPICS if topic in found]
         for topic in asked:
             if topic in known and known[topic] not in answers:
                 answers.append(known[topic])

@@ -59,8 +59,9 @@ def birth_date(rng: Rng, first_year: int = 1950, last_year: int = 2005) -> str:
 
 def unique_id(rng: Rng, taken: set[str], make) -> str:
     """`make(rng)` until the id is new to `taken` (added to it)."""
-    while True:
+    for _ in range(10_000):
         value = make(rng)
         if value not in taken:
             taken.add(value)
             return value
+    raise RuntimeError(f"no free id left after 10,000 draws ({len(taken)} taken)")

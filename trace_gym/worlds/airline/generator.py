@@ -35,19 +35,19 @@ PRICE_RANGES = {"basic_economy": (50, 100), "economy": (100, 200), "business": (
 class AirlineWorldSize:
     """How big a generated airline world is. Small by default: reset cost bounds throughput."""
 
-    users: int = 3
+    users: int = 2
     """Users besides those a task adds."""
-    airports: int = 5
-    """Airports in the network, the hub included (2-20)."""
-    direct_routes: int = 2
+    airports: int = 4
+    """Airports in the network, the hub included (3-20)."""
+    direct_routes: int = 1
     """Spoke pairs linked by direct flights both ways (every spoke links to the hub)."""
     flights_per_route: int = 2
     """Direct flights per direction on each direct route."""
-    first_day: int = 13
+    first_day: int = 14
     """First day of May 2024 with scheduled flights (today is the 15th)."""
-    days: int = 7
+    days: int = 5
     """Consecutive days with scheduled flights."""
-    reservations_per_user: int = 2
+    reservations_per_user: int = 1
     """Reservations each generated user holds."""
 
     def __post_init__(self) -> None:
@@ -61,9 +61,12 @@ class AirlineWorldSize:
         need("direct_routes", 0 <= self.direct_routes <= spokes * (spokes - 1) // 2,
              f"must be in 0..{spokes * (spokes - 1) // 2} for {self.airports} airports")
         need("flights_per_route", 1 <= self.flights_per_route <= 5, "must be in 1..5")
-        need("first_day", 1 <= self.first_day <= TODAY - 2, f"must be in 1..{TODAY - 2} (tasks need flown flights)")
-        need("days", self.first_day + self.days - 1 >= TODAY + 4 and self.first_day + self.days - 1 <= 31,
-             f"must reach at least May {TODAY + 4} (tasks need four days ahead) and end within May")
+        flights = 2 * spokes + 2 * self.direct_routes * self.flights_per_route
+        need("direct_routes", flights <= 400,
+             f"gives {flights} flights; at most 400 fit the flight numbers (HAT000-HAT999)")
+        need("first_day", 1 <= self.first_day <= TODAY - 1, f"must be in 1..{TODAY - 1} (tasks need flown flights)")
+        need("days", TODAY + 3 <= self.first_day + self.days - 1 <= 31,
+             f"must reach at least May {TODAY + 3} (tasks need three days ahead) and end within May")
         need("reservations_per_user", 0 <= self.reservations_per_user <= 10, "must be in 0..10")
 
     @property
@@ -86,7 +89,8 @@ class AirlineBuilder:
         self._ids: set[str] = set(NEW_RESERVATION_IDS) | set(NEW_CERTIFICATE_IDS)
         airports = rng.sample([code for code, _ in AIRPORTS], size.airports)
         self.hub, self.spokes = airports[0], airports[1:]
-        self._dates = [(day, date_of(day)) for day in size.days_range]
+        self._dates = [(day, date_of(day), date_of(day) + "T") for day in size.days_range]
+        self._routes: dict[tuple[str, str], list[Record]] = {}
         self._network()
 
     # -- flights ----------------------------------------------------------------------
@@ -108,39 +112,32 @@ class AirlineBuilder:
         number = people.unique_id(rng, self._ids, lambda r: "HAT" + r.digits(3))
         arrival = min(departure + rng.integer(60, 300), 23 * 60 + 55)
         dep, arr = _hhmm(departure), _hhmm(arrival)
-        base = {c: rng.integer(*PRICE_RANGES[c]) for c in CABINS}
-        u = rng.floats(7 * len(self._dates))  # one draw per number: dates dominate generation time
+        r = rng.random
+        lo_b, lo_e, lo_x = (lo + int(r() * (hi - lo + 1)) - 15 for lo, hi in PRICE_RANGES.values())
         dates = {}
-        for n, (day, date) in enumerate(self._dates):
-            k = 7 * n
-            if day < TODAY or (day == TODAY and arrival < 15 * 60):
-                dates[date] = {"status": "landed",
-                               "actual_departure_time_est": f"{date}T{dep}",
-                               "actual_arrival_time_est": f"{date}T{arr}"}
-            elif day == TODAY and departure < 15 * 60:
-                dates[date] = {"status": "flying",
-                               "actual_departure_time_est": f"{date}T{dep}",
-                               "estimated_arrival_time_est": f"{date}T{arr}"}
-            elif day == TODAY:
-                dates[date] = {"status": "delayed" if u[k] < 0.3 else "on time",
-                               "estimated_departure_time_est": f"{date}T{dep}",
-                               "estimated_arrival_time_est": f"{date}T{arr}"}
-            elif u[k] < 0.06:
-                dates[date] = {"status": "cancelled"}
+        # Written for speed: flight dates are most of what a world is made of.
+        for day, date, stamp in self._dates:
+            if day > TODAY:
+                if r() < 0.06:
+                    dates[date] = {"status": "cancelled"}
+                else:
+                    dates[date] = {
+                        "status": "available",
+                        "available_seats": {"basic_economy": int(r() * 13), "economy": 2 + int(r() * 19),
+                                            "business": 1 + int(r() * 10)},
+                        "prices": {"basic_economy": lo_b + int(r() * 31), "economy": lo_e + int(r() * 31),
+                                   "business": lo_x + int(r() * 31)},
+                    }
+            elif day < TODAY or arrival < 15 * 60:
+                dates[date] = {"status": "landed", "actual_departure_time_est": stamp + dep,
+                               "actual_arrival_time_est": stamp + arr}
+            elif departure < 15 * 60:
+                dates[date] = {"status": "flying", "actual_departure_time_est": stamp + dep,
+                               "estimated_arrival_time_est": stamp + arr}
             else:
-                dates[date] = {
-                    "status": "available",
-                    "available_seats": {
-                        "basic_economy": int(u[k + 1] * 13),
-                        "economy": 2 + int(u[k + 2] * 19),
-                        "business": 1 + int(u[k + 3] * 10),
-                    },
-                    "prices": {
-                        "basic_economy": base["basic_economy"] - 15 + int(u[k + 4] * 31),
-                        "economy": base["economy"] - 15 + int(u[k + 5] * 31),
-                        "business": base["business"] - 15 + int(u[k + 6] * 31),
-                    },
-                }
+                dates[date] = {"status": "delayed" if r() < 0.3 else "on time",
+                               "estimated_departure_time_est": stamp + dep,
+                               "estimated_arrival_time_est": stamp + arr}
         flight = {
             "flight_number": number,
             "origin": origin,
@@ -150,19 +147,19 @@ class AirlineBuilder:
             "dates": dates,
         }
         self.world.insert("flights", number, flight)
+        self._routes.setdefault((origin, destination), []).append(flight)
         return flight
 
     def flights_between(self, origin: str, destination: str) -> list[Record]:
-        return [f for f in self.world.flights.values()
-                if f["origin"] == origin and f["destination"] == destination]
+        return list(self._routes.get((origin, destination), ()))
 
     def itineraries(self, origin: str, destination: str) -> list[list[Record]]:
         """Direct flights, else one-stop pairs through the hub."""
-        direct = [[f] for f in self.flights_between(origin, destination)]
+        direct = self._routes.get((origin, destination))
         if direct:
-            return direct
-        return [[a, b] for a in self.flights_between(origin, self.hub)
-                for b in self.flights_between(self.hub, destination)]
+            return [[f] for f in direct]
+        return [[a, b] for a in self._routes.get((origin, self.hub), ())
+                for b in self._routes.get((self.hub, destination), ())]
 
     def price_of(self, flight: Record, date: str, cabin: str) -> int:
         """Today's fare, or for a date no longer on sale, a plausible fare paid back then."""

@@ -21,13 +21,13 @@ from trace_gym.worlds.world import Record
 class RetailWorldSize:
     """How big a generated retail world is. Small by default: reset cost bounds throughput."""
 
-    users: int = 3
+    users: int = 2
     """Users besides those a task adds."""
     products: int = 6
     """Product types in the store (at most the catalogue's 16)."""
     variants: int = 6
     """Variants (items) per product, at most."""
-    orders_per_user: int = 2
+    orders_per_user: int = 1
     """Orders each generated user holds."""
 
     def __post_init__(self) -> None:
@@ -57,21 +57,27 @@ class RetailBuilder:
 
     def add_product(self, name: str) -> Record:
         rng = self.rng
+        r, ids = rng.random, self._ids
         base, options = CATALOGUE[name]
-        product_id = people.unique_id(rng, self._ids, lambda r: r.digits(10))
+        names, values = tuple(options), tuple(options.values())
+        product_id = people.unique_id(rng, ids, lambda g: g.digits(10))
         variants: dict[str, Record] = {}
         combos: set[tuple[str, ...]] = set()
+        # Written for speed: variants are most of what a retail world is made of.
         for _ in range(self.size.variants):
-            combo = tuple(rng.choice(values) for values in options.values())
+            combo = tuple([vals[int(r() * len(vals))] for vals in values])
             if combo in combos:
                 continue
             combos.add(combo)
-            item_id = people.unique_id(rng, self._ids, lambda r: r.digits(10))
+            item_id = str(int(r() * 10**10)).zfill(10)
+            while item_id in ids:
+                item_id = str(int(r() * 10**10)).zfill(10)
+            ids.add(item_id)
             variants[item_id] = {
                 "item_id": item_id,
-                "options": dict(zip(options, combo)),
-                "available": rng.chance(0.75),
-                "price": round(base * (0.8 + 0.4 * rng.random()), 2),
+                "options": dict(zip(names, combo)),
+                "available": r() < 0.75,
+                "price": round(base * (0.8 + 0.4 * r()), 2),
             }
         product = {"name": name, "product_id": product_id, "variants": variants}
         self.world.insert("products", product_id, product)
