@@ -22,8 +22,11 @@ def test_prompts_found_from_checkout():
 
 @pytest.mark.slow
 def test_wheel_ships_packages_and_data(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(REPO)], check=True, capture_output=True)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)]
+    # Offline-friendly first (the environment's own setuptools); a bare venv may lack a
+    # recent enough one, then pip fetches the build backend from the package index.
+    if subprocess.run([*build, "--no-build-isolation"], capture_output=True).returncode != 0:
+        subprocess.run(build, check=True, capture_output=True)
     wheel = next(tmp_path.glob("trace_gym-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for pkg in ("trace_gym", "generated_envs", "trainer", "moe", "analysis"):
