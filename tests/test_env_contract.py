@@ -202,3 +202,12 @@ def test_fuzzed_steps_never_raise(env_id, seed, batch):
             return
     # the episode stays usable: the oracle can still act in it
     env.step(env.unwrapped.oracle_action(obs))
+
+
+def test_compact_prompt_is_short_and_keeps_the_rules():
+    for env_id in TARGETS:
+        full, _ = gym.make(env_id).reset(seed=0)
+        compact, _ = gym.make(env_id, prompt_style="compact").reset(seed=0)
+        assert len(compact[0]["content"]) < len(full[0]["content"]) / 3
+        assert compact[1:] == full[1:]
+        assert "Refuse" in compact[0]["content"]

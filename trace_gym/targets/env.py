@@ -52,6 +52,7 @@ class TargetEnv(TraceEnv):
     tasks: Any
     world_size_type: type
     policy: str
+    policy_compact: str
 
     def __init__(self, render_mode: str | None = None, world_size: Any = None, **knobs: Any) -> None:
         unknown = set(knobs) - set(TargetConfig.field_names())
@@ -86,7 +87,8 @@ class TargetEnv(TraceEnv):
         return NewEpisode(
             task=task,
             world=world,
-            system_prompt=system_prompt(self.domain, self.policy),
+            system_prompt=system_prompt(
+                self.domain, self.policy_compact if self.config.prompt_style == "compact" else self.policy),
             opening=[msg.user(self._user.opening())],
             max_steps=2 * len(plan) + 10,
             hint=guidance(task.capabilities_needed),
@@ -130,6 +132,7 @@ class AirlineTargetEnv(TargetEnv):
     tasks = airline_tasks
     world_size_type = airline.AirlineWorldSize
     policy = airline.POLICY
+    policy_compact = airline.POLICY_COMPACT
 
     def toolset_for_domain(self):
         return airline.TOOLS
@@ -141,6 +144,7 @@ class RetailTargetEnv(TargetEnv):
     tasks = retail_tasks
     world_size_type = retail.RetailWorldSize
     policy = retail.POLICY
+    policy_compact = retail.POLICY_COMPACT
 
     def toolset_for_domain(self):
         return retail.TOOLS
