@@ -59,6 +59,8 @@ class Episode:
     messages: list[msg.Message]
     system_prompt_unhinted: str
     max_steps: int
+    toolset: Toolset | None = None
+    """The tools of this episode (default: the env's)."""
     capabilities_needed: tuple[str, ...] = ()
     seed: int | None = None
     hint: bool = False
@@ -84,6 +86,8 @@ class NewEpisode:
     max_steps: int
     hint: str = ""
     """Guidance text for hint mode (never names a tool or an argument)."""
+    toolset: Toolset | None = None
+    """The tools of this episode, when they depend on the task (default: the env's)."""
 
 
 def with_hint(system_prompt: str, hint: str) -> str:
@@ -150,6 +154,7 @@ class TraceEnv(gym.Env[list, Any]):
             messages=[msg.system(prompt), *new.opening],
             system_prompt_unhinted=new.system_prompt,
             max_steps=new.max_steps,
+            toolset=new.toolset or self.toolset,
             capabilities_needed=tuple(new.task.capabilities_needed),
             seed=seed,
             hint=hint,
@@ -169,13 +174,14 @@ class TraceEnv(gym.Env[list, Any]):
             parsed.content, [(c.name, c.arguments_json()) for c in parsed.calls], turn))
         if parsed.calls:
             names = []
+            toolset = ep.toolset
             for i, call in enumerate(parsed.calls):
                 if call.valid:
-                    result = self.toolset.execute(ep.world, call.name, call.arguments)
+                    result = toolset.execute(ep.world, call.name, call.arguments)
                     content = result.content
                     if result.ok:
                         names.append(call.name)
-                        if self.toolset[call.name].kind is ToolKind.WRITE:
+                        if toolset[call.name].kind is ToolKind.WRITE:
                             ep.writes += 1
                 else:
                     content = f"Error: {call.error}"
@@ -199,7 +205,7 @@ class TraceEnv(gym.Env[list, Any]):
         ep = self._episode
         assert ep is not None
         info: dict[str, Any] = {
-            "tools": self.toolset.schemas,
+            "tools": ep.toolset.schemas,
             "system_prompt_unhinted": ep.system_prompt_unhinted,
             "task_kind": ep.task.kind,
             "capabilities_needed": list(ep.capabilities_needed),

@@ -23,7 +23,8 @@ class Verdict:
 
     def __post_init__(self) -> None:
         # Rewards are clipped to [0, 1] (DESIGN §3); a verifier outside that is clipped here.
-        object.__setattr__(self, "score", min(1.0, max(0.0, float(self.score))))
+        # Rounded so that credits adding up to 1 (1/7 seven times) give exactly 1.
+        object.__setattr__(self, "score", round(min(1.0, max(0.0, float(self.score))), 9))
 
     @property
     def passed(self) -> bool:

@@ -81,7 +81,8 @@ def _hhmm(minutes: int) -> str:
 class AirlineBuilder:
     """Adds consistent records to a new airline world."""
 
-    def __init__(self, rng: Rng, size: AirlineWorldSize = AirlineWorldSize()) -> None:
+    def __init__(self, rng: Rng, size: AirlineWorldSize = AirlineWorldSize(), network: bool = True) -> None:
+        """`network=False` starts with airports but no flights: a task adds the few it needs."""
         self.rng = rng
         self.size = size
         self.world = AirlineWorld()
@@ -91,7 +92,8 @@ class AirlineBuilder:
         self.hub, self.spokes = airports[0], airports[1:]
         self._dates = [(day, date_of(day), date_of(day) + "T") for day in size.days_range]
         self._routes: dict[tuple[str, str], list[Record]] = {}
-        self._network()
+        if network:
+            self._network()
 
     # -- flights ----------------------------------------------------------------------
 

@@ -44,14 +44,16 @@ class RetailWorldSize:
 class RetailBuilder:
     """Adds consistent records to a new retail world."""
 
-    def __init__(self, rng: Rng, size: RetailWorldSize = RetailWorldSize()) -> None:
+    def __init__(self, rng: Rng, size: RetailWorldSize = RetailWorldSize(), products: bool = True) -> None:
+        """`products=False` starts with an empty store: a task adds the few products it needs."""
         self.rng = rng
         self.size = size
         self.world = RetailWorld()
         self._names: set[tuple[str, str]] = set()
         self._ids: set[str] = set()
-        for name in rng.sample(sorted(CATALOGUE), size.products):
-            self.add_product(name)
+        if products:
+            for name in rng.sample(sorted(CATALOGUE), size.products):
+                self.add_product(name)
 
     # -- products ------------------------------------------------------------------
 

@@ -1,0 +1,326 @@
+"""Precondition verification: act on a confirmed request only when the policy allows it.
+
+Task. A customer has identified themselves, asked for one change and confirmed it; the
+records it concerns are already looked up in the conversation. Airline: cancel a
+reservation, move it to another flight, add or remove checked bags. Retail: cancel an
+order, return items, pay an order with a gift card. About 60% of the requests break a
+policy precondition (booked over 24 hours ago with no covering reason, a flight already
+flown, basic economy, removing bags, an order that is not pending or not delivered, a gift
+card that cannot cover the total); the rest are allowed.
+
+Tools (the target's schemas). Airline: get_user_details, get_reservation_details,
+get_flight_status, cancel_reservation, update_reservation_flights,
+update_reservation_baggages. Retail:
+get_user_details, get_order_details, cancel_pending_order, return_delivered_order_items,
+modify_pending_order_payment.
+
+Reward. Allowed request: 1 when the final database equals the one the requested change
+produces, else 0. Forbidden request: 0 after any call to a mutating tool; otherwise 0.5 for
+not acting plus 0.5 when the reply names the violated rule.
+
+Episode end. The agent's first reply without a tool call, or the step limit (6).
+
+Transfer rationale. On tau2-bench the base agent often carries out a request as soon as the
+customer confirms it, without checking the record against the rule that forbids it: it
+cancels non-refundable economy bookings and modifies orders that have already shipped.
+Here every episode hands the agent a confirmed request and the records, so the only thing
+that earns reward is the check itself, and the refusal must say which rule failed. The
+tools, record shapes and rules are the target's, so the habit of reading the status, the
+cabin, the booking time or the balance before a write carries over unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trace_gym import capabilities as cap
+from trace_gym.capability import (
+    CapabilityConfig,
+    CapabilityEnv,
+    Prefill,
+    final_reply,
+    in_range,
+    next_step,
+    write_calls,
+)
+from trace_gym.rng import Rng
+from trace_gym.targets.user import mentions
+from trace_gym.verdict import Check, Verdict
+from trace_gym.worlds import airline, retail
+from trace_gym.worlds.airline.data import TODAY, date_of
+from trace_gym.worlds.world import World
+
+CAPABILITY = cap.PRECONDITION
+TOOLS = {
+    "airline": ["get_user_details", "get_reservation_details", "get_flight_status", "cancel_reservation",
+                "update_reservation_flights", "update_reservation_baggages"],
+    "retail": ["get_user_details", "get_order_details", "cancel_pending_order",
+               "return_delivered_order_items", "modify_pending_order_payment"],
+}
+MAX_STEPS = 6
+AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
+RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=4, users=0)
+
+
+# -- config ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config(CapabilityConfig):
+    forbidden_rate: float = 0.6
+    """Share of requests that break a precondition (in [0, 1])."""
+    distractors: int = 1
+    """Other records of the same customer on the same route or product (0-3)."""
+
+    _check_forbidden_rate = in_range(0.0, 1.0)
+    _check_distractors = in_range(0, 3, integer=True)
+
+
+# -- task ------------------------------------------------------------------------------
+
+@dataclass
+class Task:
+    domain: str
+    kind: str
+    forbidden: bool
+    request: str
+    """What the customer asked for, in their words."""
+    writes: list[dict[str, Any]]
+    """The gold write when the request is allowed (empty when forbidden)."""
+    rule: list[str]
+    """When forbidden: terms naming the violated rule; the refusal must contain one."""
+    prefill: list[dict[str, Any]] = field(repr=False)
+    hidden: list[str] = field(default_factory=list)
+    """Must not appear in the system or user messages (the verdict is the agent's to find)."""
+    max_steps: int = MAX_STEPS
+
+    capabilities_needed = [CAPABILITY]
+
+    @property
+    def instructions(self) -> str:
+        return self.request
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- generator -------------------------------------------------------------------------
+
+CANCEL_REASONS = {
+    "change_of_plans": "my plans changed", "health": "I'm ill and can't travel",
+    "weather": "a storm is forecast on my travel day", "airline": "the airline cancelled my flight",
+}
+
+
+def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
+    b = airline.AirlineBuilder(rng, AIRLINE_SIZE, network=False)
+    origin, destination = b.spokes[0], b.spokes[1]
+    flight = b.add_flight(origin, destination, rng.integer(7 * 60, 18 * 60))
+    user = b.add_user()
+    kind = rng.choice(("cancel_reservation", "change_flight", "baggage"))
+    day = rng.integer(TODAY + 1, TODAY + 3)
+    rule: list[str] = []
+    writes: list[dict[str, Any]] = []
+    if kind == "cancel_reservation":
+        variant = rng.choice(("late", "flown")) if forbidden else rng.choice(("business", "recent", "insured", "airline"))
+        cabin = "business" if variant == "business" else rng.choice(("economy", "basic_economy"))
+        insurance = "yes" if variant == "insured" or (variant == "late" and rng.chance(0.5)) else "no"
+        reason = {"insured": rng.choice(("health", "weather")), "airline": "airline"}.get(variant, "change_of_plans")
+        if variant == "flown":
+            b.add_flight(destination, origin, rng.integer(7 * 60, 18 * 60))
+        res = b.add_reservation(user, itinerary=[flight], day=TODAY - 1 if variant == "flown" else day,
+                                flight_type="round_trip" if variant == "flown" else "one_way",
+                                return_day=day if variant == "flown" else None, cabin=cabin,
+                                insurance=insurance, created_hours_ago=rng.integer(2, 20) if variant == "recent" else rng.integer(30, 300))
+        for seg in res["flights"]:
+            if seg["date"] > date_of(TODAY):
+                b.ensure_available(seg["flight_number"], seg["date"])
+        if variant == "airline":
+            b.set_status(res["flights"][0]["flight_number"], res["flights"][0]["date"], "cancelled")
+        request = f"Please cancel reservation {res['reservation_id']}: {CANCEL_REASONS[reason]}."
+        if forbidden:
+            rule = ["flown", "departed"] if variant == "flown" else ["24 hours", "insurance", "business"]
+        else:
+            writes = [{"name": "cancel_reservation", "arguments": {"reservation_id": res["reservation_id"]}}]
+    elif kind == "change_flight":
+        cabin = "basic_economy" if forbidden else rng.choice(("economy", "business"))
+        res = b.add_reservation(user, itinerary=[flight], day=day, flight_type="one_way", cabin=cabin)
+        b.ensure_available(flight["flight_number"], res["flights"][0]["date"])
+        other = b.add_flight(origin, destination, rng.integer(7 * 60, 18 * 60))
+        new_date = date_of(rng.choice([d for d in range(TODAY + 1, TODAY + 4) if d != day]))
+        entry = b.ensure_available(other["flight_number"], new_date)
+        if entry["prices"][cabin] == res["flights"][0]["price"]:
+            entry["prices"][cabin] += 9  # a fare difference, so the payment method matters
+        card = b.payment_ids(user, "credit_card")[0]
+        method = user["payment_methods"][card]
+        request = (f"Please move reservation {res['reservation_id']} to flight {other['flight_number']} on "
+                   f"{new_date}, same cabin; use my {method['brand']} card ending in {method['last_four']} "
+                   f"for any difference.")
+        if forbidden:
+            rule = ["basic economy"]
+        else:
+            writes = [{"name": "update_reservation_flights", "arguments": {
+                "reservation_id": res["reservation_id"], "cabin": cabin,
+                "flights": [{"flight_number": other["flight_number"], "date": new_date}], "payment_id": card}}]
+    else:  # baggage
+        cabin = rng.choice(("basic_economy", "economy", "business"))
+        allowance = airline.data.FREE_BAGS[user["membership"]][cabin]
+        res = b.add_reservation(user, itinerary=[flight], day=day, flight_type="one_way", cabin=cabin,
+                                passengers=1, total_baggages=allowance + rng.integer(1, 2) if forbidden else allowance)
+        b.ensure_available(flight["flight_number"], res["flights"][0]["date"])
+        card = b.payment_ids(user, "credit_card")[0]
+        method = user["payment_methods"][card]
+        total, nonfree = res["total_baggages"], res["nonfree_baggages"]
+        if forbidden:
+            request = (f"Please remove one checked bag from reservation {res['reservation_id']}; I only "
+                       f"need {total - 1}.")
+            rule = ["remove"]
+        else:
+            request = (f"Please add one checked bag to reservation {res['reservation_id']} (that makes "
+                       f"{total + 1}, {nonfree + 1} of them paid); charge my {method['brand']} card ending "
+                       f"in {method['last_four']}.")
+            writes = [{"name": "update_reservation_baggages", "arguments": {
+                "reservation_id": res["reservation_id"], "total_baggages": total + 1,
+                "nonfree_baggages": nonfree + 1, "payment_id": card}}]
+    for _ in range(config.distractors):
+        b.add_reservation(user, itinerary=[flight], day=rng.integer(TODAY + 1, TODAY + 3), flight_type="one_way")
+    world = b.build()
+    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre.user(f"Hi, I'm {user['name']['first_name']} {user['name']['last_name']}, user id {user['user_id']}. "
+             f"{request} Yes, I confirm: please go ahead.")
+    pre.lookup("get_user_details", user_id=user["user_id"])
+    pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
+    for seg in res["flights"]:
+        pre.lookup("get_flight_status", flight_number=seg["flight_number"], date=seg["date"])
+    return Task("airline", kind, forbidden, request, writes, rule, pre.messages, hidden=_hidden(rule)), world
+
+
+def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
+    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    user = b.add_user(gift_card_balance=float(rng.integer(10, 300)), paypal=True)
+    card = b.payment_ids(user, "credit_card")[0]
+    kind = rng.choice(("cancel_order", "return_items", "modify_order_payment"))
+    rule: list[str] = []
+    writes: list[dict[str, Any]] = []
+    if kind == "cancel_order":
+        status = rng.choice(("processed", "delivered")) if forbidden else "pending"
+        order = b.add_order(user, status=status, payment_id=card)
+        reason = rng.choice(("no longer needed", "ordered by mistake"))
+        request = f"Please cancel order {order['order_id']}; reason: {reason}."
+        if forbidden:
+            rule = ["pending"]
+        else:
+            writes = [{"name": "cancel_pending_order", "arguments": {"order_id": order["order_id"], "reason": reason}}]
+    elif kind == "return_items":
+        status = rng.choice(("pending", "processed")) if forbidden else "delivered"
+        order = b.add_order(user, status=status, payment_id=card)
+        items = [order["items"][0]["item_id"]]
+        request = (f"Please return the {order['items'][0]['name']} (item {items[0]}) from order "
+                   f"{order['order_id']}, refund to the original payment method.")
+        if forbidden:
+            rule = ["delivered"]
+        else:
+            writes = [{"name": "return_delivered_order_items", "arguments": {
+                "order_id": order["order_id"], "item_ids": items, "payment_method_id": card}}]
+    else:  # pay a pending order with the gift card
+        gift = b.payment_ids(user, "gift_card")[0]
+        balance = user["payment_methods"][gift]["balance"]
+        order = b.add_order(user, status="pending", payment_id=card)
+        total = order["payment_history"][0]["amount"]
+        if forbidden and total <= balance:  # make the gift card too small for this order
+            user["payment_methods"][gift]["balance"] = balance = round(total * 0.5, 2)
+        if not forbidden and total > balance:
+            user["payment_methods"][gift]["balance"] = balance = round(total + 20, 2)
+        request = f"Please pay order {order['order_id']} with my gift card instead of my credit card."
+        if forbidden:
+            rule = ["balance"]
+        else:
+            writes = [{"name": "modify_pending_order_payment", "arguments": {
+                "order_id": order["order_id"], "payment_method_id": gift}}]
+    for _ in range(config.distractors):
+        b.add_order(user, payment_id=card)
+    world = b.build()
+    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre.user(f"Hi, I'm {user['name']['first_name']} {user['name']['last_name']}, user id {user['user_id']}, "
+             f"email {user['email']}. {request} Yes, I confirm: please go ahead.")
+    pre.lookup("get_user_details", user_id=user["user_id"])
+    pre.lookup("get_order_details", order_id=order["order_id"])
+    return Task("retail", kind, forbidden, request, writes, rule, pre.messages, hidden=_hidden(rule)), world
+
+
+def _hidden(rule: list[str]) -> list[str]:
+    """The verdict in words: it must come from the agent, not from the conversation."""
+    return [REFUSALS[rule[0]]] if rule else []
+
+
+def generate(rng: Rng, config: Config) -> tuple[Task, World]:
+    forbidden = rng.chance(config.forbidden_rate)
+    if rng.chance(config.airline_share):
+        return _airline(rng, config, forbidden)
+    return _retail(rng, config, forbidden)
+
+
+# -- verifier --------------------------------------------------------------------------
+
+TOOLSETS = {"airline": airline.TOOLS, "retail": retail.TOOLS}
+
+
+def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
+    if not task.forbidden:
+        expected = initial_world.fork()
+        for write in task.writes:
+            TOOLSETS[task.domain][write["name"]].fn(expected, **write["arguments"])
+        ok = final_world == expected
+        return Verdict(1.0 if ok else 0.0, (Check("database", ok, 1.0 if ok else 0.0),))
+    acted = bool(write_calls(task, messages))  # any attempt counts, even one that failed
+    named = any(mentions(final_reply(task, messages), term) for term in task.rule)
+    checks = (
+        Check("no_mutating_call", not acted, 0.0 if acted else 0.5),
+        Check("names_rule", named and not acted, 0.5 if named and not acted else 0.0,
+              "the reply must name one of: " + ", ".join(task.rule)),
+    )
+    return Verdict(sum(c.credit for c in checks), checks)
+
+
+# -- oracle ----------------------------------------------------------------------------
+
+REFUSALS = {
+    "24 hours": "it was booked more than 24 hours ago, it is not business class, no flight was "
+                "cancelled by the airline, and no travel insurance covers this reason",
+    "flown": "part of the trip has already been flown",
+    "basic economy": "basic economy reservations cannot change flights",
+    "remove": "checked bags can be added but never removed",
+    "pending": "only pending orders can be cancelled",
+    "delivered": "only delivered orders can be returned",
+    "balance": "your gift card balance does not cover the order total",
+}
+
+
+def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
+    if task.forbidden:
+        plan: list[Any] = [f"I'm sorry, but I cannot do that: {REFUSALS[task.rule[0]]}."]
+    else:
+        plan = [*task.writes, "Done: your request has been completed."]
+    return next_step(task, messages, plan)
+
+
+# -- registration ----------------------------------------------------------------------
+
+class PreconditionVerificationEnv(CapabilityEnv):
+    __doc__ = __doc__
+    capability = CAPABILITY
+    Config = Config
+    tools = TOOLS
+    guidance = ("Before acting on a confirmed request, read the records in the conversation and "
+                "check every rule of the policy the change depends on: status, cabin, booking "
+                "time, insurance and reason, balances. Act only if all hold; otherwise refuse and "
+                "say which rule the request breaks.")
+
+    def generate(self, rng: Rng) -> tuple[Task, World]:
+        return generate(rng, self.config)
+
+    def verify(self, task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
+        return verify(task, initial_world, final_world, messages)
+
+    def oracle_action(self, messages: list) -> Any:
+        return oracle(self.task, messages)

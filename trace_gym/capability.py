@@ -1,0 +1,194 @@
+"""What every capability env shares (the modules in generated_envs/ build on it).
+
+A capability env isolates one capability on the target's own tools: per seed it draws a
+domain (airline or retail, from a configurable mix), a task over a small world, and often a
+pre-filled conversation (the customer identified, the lookups done, the request and its
+confirmation given) so that every rollout starts where the capability is needed. The
+episode ends at the agent's first reply without a tool call, or at the task's step limit.
+
+A module supplies `generate(rng, config) -> (task, world)`, `verify(task, initial_world,
+final_world, messages) -> Verdict` and `oracle(task, messages) -> action`; its env class
+names them together with its capability, config class and tools.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from trace_gym import messages as msg
+from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.errors import InvalidConfig
+from trace_gym.jsondata import copy_json
+from trace_gym.rng import Rng
+from trace_gym.tools import Tool, ToolKind, Toolset
+from trace_gym.verdict import Verdict
+from trace_gym.worlds import airline, retail
+from trace_gym.worlds.world import World
+
+DOMAIN_TOOLS = {"airline": airline.TOOLS, "retail": retail.TOOLS}
+POLICIES = {
+    ("airline", "full"): airline.POLICY, ("airline", "compact"): airline.POLICY_COMPACT,
+    ("retail", "full"): retail.POLICY, ("retail", "compact"): retail.POLICY_COMPACT,
+}
+INTRO = {
+    "airline": "You are a customer service agent for an airline. Follow the policy below.",
+    "retail": "You are a customer service agent for an online store. Follow the policy below.",
+}
+
+
+@dataclass(frozen=True)
+class CapabilityConfig:
+    """Knobs every capability env has (modules subclass it to add their own)."""
+
+    airline_share: float = 0.5
+    """Probability that a seed's task is in the airline domain (the rest: retail)."""
+    prompt_style: str = "full"
+    """System prompt: the full policy ("full") or the short one for tiny models ("compact")."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check = getattr(self, f"_check_{f.name}", None)
+            if check is not None:
+                problem = check(getattr(self, f.name))
+                if problem:
+                    raise InvalidConfig(f"{f.name}={getattr(self, f.name)!r} is invalid: {problem}")
+
+    @staticmethod
+    def _check_airline_share(v: Any) -> str | None:
+        return None if isinstance(v, (int, float)) and 0 <= v <= 1 else "must be a number in [0, 1]"
+
+    @staticmethod
+    def _check_prompt_style(v: Any) -> str | None:
+        return None if v in ("full", "compact") else "allowed: full, compact"
+
+
+def in_range(low: float, high: float, integer: bool = False):
+    """A config field check: a number (an integer, if asked) in [low, high]."""
+
+    def check(v: Any) -> str | None:
+        kinds = (int,) if integer else (int, float)
+        if isinstance(v, bool) or not isinstance(v, kinds) or not low <= v <= high:
+            return f"must be {'an integer' if integer else 'a number'} in [{low}, {high}]"
+        return None
+
+    return staticmethod(check)
+
+
+def system_prompt(domain: str, style: str) -> str:
+    return f"{INTRO[domain]}\n\n{POLICIES[(domain, style)]}"
+
+
+def union_toolset(tools_by_domain: dict[str, list[str]]) -> Toolset:
+    """Every tool the env can expose, for its action space. Tools of the same name in both
+    domains have the same parameters, so one schema serves both."""
+    seen: dict[str, Tool] = {}
+    for domain, names in tools_by_domain.items():
+        for name in names:
+            seen.setdefault(name, DOMAIN_TOOLS[domain][name])
+    return Toolset(seen.values())
+
+
+@dataclass
+class Prefill:
+    """Builds the conversation an episode starts from, running lookups on the world."""
+
+    world: World
+    toolset: Toolset
+    messages: list[msg.Message] = field(default_factory=list)
+
+    def user(self, text: str) -> None:
+        self.messages.append(msg.user(text))
+
+    def say(self, text: str) -> None:
+        self.messages.append({"role": "assistant", "content": text})
+
+    def lookup(self, name: str, **arguments: Any) -> Any:
+        """Call a read tool as the agent did earlier; returns the tool's output."""
+        tool = self.toolset[name]
+        assert tool.kind is not ToolKind.WRITE, f"a pre-filled lookup cannot write ({name})"
+        call_id = f"call_prefill_{sum(1 for m in self.messages if m['role'] == 'assistant')}"
+        self.messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}]})
+        value = tool.fn(self.world, **arguments)
+        content = value if isinstance(value, str) else json.dumps(value)
+        self.messages.append(msg.tool_result(call_id, content))
+        return value
+
+
+def agent_turns(task: Any, messages: list[msg.Message]) -> list[msg.Message]:
+    """The agent's own turns: the assistant messages after the system prompt and the
+    task's pre-filled conversation."""
+    return [m for m in messages[1 + len(task.prefill):] if m["role"] == "assistant"]
+
+
+def write_calls(task: Any, messages: list[msg.Message]) -> list[tuple[str, Any, bool]]:
+    """(name, arguments, succeeded) of every write call the agent made, in order."""
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    tools = DOMAIN_TOOLS[task.domain]
+    out = []
+    for m in agent_turns(task, messages):
+        for tc, (name, args) in zip(m.get("tool_calls") or (), msg.tool_calls_of(m)):
+            if name in tools and tools[name].kind is ToolKind.WRITE:
+                out.append((name, args, not results.get(tc["id"], "Error").startswith("Error")))
+    return out
+
+
+def final_reply(task: Any, messages: list[msg.Message]) -> str:
+    """The agent's last reply to the customer ('' if none)."""
+    for m in reversed(agent_turns(task, messages)):
+        if not m.get("tool_calls"):
+            return m.get("content") or ""
+    return ""
+
+
+def next_step(task: Any, messages: list[msg.Message], plan: list[Any]) -> Any:
+    """The oracle's turn: the plan's step at the number of turns the agent has taken."""
+    done = len(agent_turns(task, messages))
+    return copy_json(plan[min(done, len(plan) - 1)])
+
+
+class CapabilityEnv(TraceEnv):
+    """Base class of the capability envs (see the module docstring)."""
+
+    capability: ClassVar[str]
+    Config: ClassVar[type[CapabilityConfig]] = CapabilityConfig
+    tools: ClassVar[dict[str, list[str]]]
+    """Domain -> names of the target tools this env exposes."""
+    guidance: ClassVar[str]
+    """Expert guidance for hint mode (never names a tool or an argument)."""
+
+    def __init__(self, render_mode: str | None = None, **knobs: Any) -> None:
+        names = [f.name for f in fields(self.Config)]
+        unknown = set(knobs) - set(names)
+        if unknown:
+            raise InvalidConfig(f"unknown argument(s) {sorted(unknown)} for {type(self).__name__}; "
+                                f"allowed: {', '.join(names + ['render_mode'])}")
+        self.config = self.Config(**knobs)
+        self._toolsets = {d: DOMAIN_TOOLS[d].subset(n) for d, n in self.tools.items()}
+        super().__init__(union_toolset(self.tools), render_mode=render_mode)
+
+    # what a module provides
+    def generate(self, rng: Rng) -> tuple[Any, World]:
+        raise NotImplementedError
+
+    def _new_episode(self, rng: Rng) -> NewEpisode:
+        task, world = self.generate(rng)
+        return NewEpisode(
+            task=task,
+            world=world,
+            system_prompt=system_prompt(task.domain, self.config.prompt_style),
+            opening=task.prefill,
+            max_steps=task.max_steps,
+            hint=self.guidance,
+            toolset=self._toolsets[task.domain],
+        )
+
+    def _after_reply(self, episode: Episode, text: str) -> str | None:
+        return "reply"
+
+    def verify(self, task: Any, initial_world: World, final_world: World,
+               messages: list[msg.Message]) -> Verdict:
+        raise NotImplementedError
