@@ -249,8 +249,12 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
 
 
 def _hidden(rule: list[str]) -> list[str]:
-    """The verdict in words: it must come from the agent, not from the conversation."""
-    return [REFUSALS[rule[0]]] if rule else []
+    """The verdict on this request: it must come from the agent, not from the conversation."""
+    return [refusal(rule)] if rule else []
+
+
+def refusal(rule: list[str]) -> str:
+    return f"I'm sorry, but I cannot do that: {REFUSALS[rule[0]]}."
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
@@ -298,7 +302,7 @@ REFUSALS = {
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
     if task.forbidden:
-        plan: list[Any] = [f"I'm sorry, but I cannot do that: {REFUSALS[task.rule[0]]}."]
+        plan: list[Any] = [refusal(task.rule)]
     else:
         plan = [*task.writes, "Done: your request has been completed."]
     return next_step(task, messages, plan)

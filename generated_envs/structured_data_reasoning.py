@@ -14,8 +14,8 @@ get_user_details, get_order_details, get_product_details, exchange_delivered_ord
 cancel_pending_order.
 
 Reward. The agent's first write call is compared with the gold call: 0 for another tool,
-else the sum of the credits of the compared arguments it got exactly right (for example
-flight 0.5, payment method 0.3, reservation and cabin 0.2).
+else the sum of the credits of the argument groups it got exactly right (every argument
+is in one group; for example flight 0.5, payment method 0.3, reservation and cabin 0.2).
 
 Episode end. The agent's first reply without a tool call, or the step limit (5).
 
@@ -168,7 +168,7 @@ def _bag_fee(rng: Rng, config: Config) -> tuple[Task, World]:
     gold = {"name": "update_reservation_baggages", "arguments": {
         "reservation_id": res["reservation_id"], "total_baggages": total, "nonfree_baggages": nonfree,
         "payment_id": method["id"]}}
-    credits = {"total_baggages": 0.2, "nonfree_baggages": 0.5, "payment_id": 0.3}
+    credits = {"reservation_id": 0.1, "total_baggages": 0.2, "nonfree_baggages": 0.4, "payment_id": 0.3}
     return Task("airline", "bag_fee", request, gold, credits, pre.messages, [method["id"]]), world
 
 

@@ -2,6 +2,7 @@
 
     trace-gym list [--json]
     trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
+    trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--no-record]
 """
 
 from __future__ import annotations
@@ -64,6 +65,45 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from trace_gym.audit import Limits, audit
+    from trace_gym.testing import KitSettings
+
+    report = audit(args.target, KitSettings(examples=args.examples),
+                   Limits(wall_seconds=args.timeout), record=not args.no_record)
+    if args.json:
+        print(json.dumps(report.to_json()))
+        return 0 if report.passed else 1
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    verdict = "[green]PASSED[/green]" if report.passed else "[red]FAILED[/red]"
+    console.print(f"audit of [bold]{report.env_id or report.path}[/bold]: {verdict}  "
+                  f"(sha256 {report.code_sha256[:12]}, kit v{report.kit_version}, {report.seconds:.1f} s)")
+    console.print(f"sandbox: {report.isolation}")
+    if report.static:
+        table = Table(title="static rules")
+        for col in ("line", "rule", "finding"):
+            table.add_column(col)
+        for f in report.static:
+            table.add_row(str(f.line), f.rule, f.message)
+        console.print(table)
+        console.print("dynamic checks skipped: the code is not run while a static rule refuses it")
+    if report.error:
+        console.print(f"[red]{report.error}[/red]")
+    if report.results:
+        table = Table(title="property kit")
+        for col in ("property", "result", "detail"):
+            table.add_column(col)
+        for r in report.results:
+            table.add_row(r["name"], "[green]ok[/green]" if r["passed"] else "[red]FAIL[/red]", r["detail"])
+        console.print(table)
+    if report.recorded:
+        console.print("recorded in the audit lock; manifest sha256 up to date")
+    return 0 if report.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trace-gym", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hint", action="store_true", help="add the expert guidance to the system prompt")
     p.add_argument("--json", action="store_true", help="print the trajectory record as one JSON line")
     p.set_defaults(run=_cmd_play)
+
+    p = sub.add_parser("audit", help="audit a generated env (static rules + sandboxed property kit)")
+    p.add_argument("target", help="env id (e.g. trace/precondition_verification-v0) or module path")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--examples", type=int, default=20, help="hypothesis examples per property")
+    p.add_argument("--timeout", type=int, default=90, help="wall-clock seconds for the sandboxed run")
+    p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
+    p.set_defaults(run=_cmd_audit)
     return parser
 
 

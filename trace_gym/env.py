@@ -35,6 +35,7 @@ from trace_gym.verdict import Verdict
 from trace_gym.worlds.world import World
 
 HINT_OPEN, HINT_CLOSE = "<expert_guidance>", "</expert_guidance>"
+_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 class Task(Protocol):
@@ -109,6 +110,11 @@ class TraceEnv(gym.Env[list, Any]):
             )
         self.render_mode = render_mode
         self.toolset = toolset
+        source = Path(inspect.getfile(type(self))).resolve()
+        if _PACKAGE_DIR not in source.parents:  # generated code: was it audited?
+            from trace_gym.audit.lock import warn_if_unaudited
+
+            warn_if_unaudited(source)
         self.observation_space = ConversationSpace()
         self.action_space = ActionSpace(toolset)
         self._episode: Episode | None = None

@@ -78,6 +78,21 @@ class TargetTask:
         return [c for c in cap.ALL if c in needed]
 
     @property
+    def hidden(self) -> list[str]:
+        """What the agent must find out and the customer never says: payment method ids of
+        the gold writes, and ids of records the customer only describes."""
+        out: list[str] = []
+        for r in self.requests:
+            for w in r.writes:
+                for key in ("payment_id", "payment_method_id"):
+                    if key in w["arguments"]:
+                        out.append(w["arguments"][key])
+            for step in r.plan:
+                if "locate" in step and not step["locate"]["known"]:
+                    out.append(step["locate"]["id"])
+        return out
+
+    @property
     def plan(self) -> list[Step]:
         return [*self.intro, *(s for r in self.requests for s in r.plan)]
 

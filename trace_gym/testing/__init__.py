@@ -1,0 +1,72 @@
+"""The property-test kit: what every trace-gym env must satisfy, as library code.
+
+    from trace_gym.testing import run_kit, EnvRef
+    report = run_kit(EnvRef(env_id="trace/precondition_verification-v0"))
+    assert report.passed, report.failures()
+
+The test suite runs it over every registered env; `trace-gym audit` runs it, sandboxed,
+over generated code before any training.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from trace_gym.testing.envref import EnvRef, load_env_class
+from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
+
+KIT_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    name: str
+    passed: bool
+    detail: str
+    seconds: float = field(default=0.0, compare=False)
+
+    def to_json(self, timings: bool = False) -> dict[str, Any]:
+        out = {"name": self.name, "passed": self.passed, "detail": self.detail}
+        if timings:
+            out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+@dataclass(frozen=True)
+class KitReport:
+    env: str
+    results: tuple[PropertyResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def failures(self) -> list[str]:
+        return [f"{r.name}: {r.detail}" for r in self.results if not r.passed]
+
+
+def run_property(name: str, ref: EnvRef, settings: KitSettings = KitSettings(), **kwargs: Any) -> PropertyResult:
+    start = time.perf_counter()
+    try:
+        detail = PROPERTIES[name](ref, settings, **kwargs)
+        passed = True
+    except PropertyFailed as exc:
+        detail, passed = str(exc), False
+    except Exception as exc:  # noqa: BLE001  (an env that crashes fails the property, with the error)
+        detail, passed = f"raised {type(exc).__name__}: {exc}", False
+    return PropertyResult(name, passed, detail, time.perf_counter() - start)
+
+
+def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] | None = None,
+            skip: list[str] | None = None) -> KitReport:
+    names = [n for n in (only or list(PROPERTIES)) if n not in (skip or [])]
+    unknown = [n for n in names if n not in PROPERTIES]
+    if unknown:
+        raise KeyError(f"unknown properties {unknown}; known: {', '.join(PROPERTIES)}")
+    return KitReport(ref.describe(), tuple(run_property(n, ref, settings) for n in names))
+
+
+__all__ = ["KIT_VERSION", "HYPOTHESIS_SEED", "EnvRef", "KitSettings", "KitReport", "PropertyResult",
+           "PropertyFailed", "PROPERTIES", "run_kit", "run_property", "load_env_class"]

@@ -1,0 +1,325 @@
+"""The properties every trace-gym env must have. Each is a function of an EnvRef and the
+kit's settings that returns a detail string, or raises PropertyFailed saying what broke."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import fastjsonschema
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from trace_gym.actions import parse_action
+from trace_gym.jsondata import sha256_json
+from trace_gym.messages import INVALID_TOOL_CALL
+from trace_gym.seeding import SPLITS
+from trace_gym.spaces import is_valid_message
+from trace_gym.testing import policies
+from trace_gym.testing.envref import EnvRef
+from trace_gym.worlds import airline, retail
+
+HYPOTHESIS_SEED = 20261129
+
+
+class PropertyFailed(AssertionError):
+    """A property does not hold; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class KitSettings:
+    """How hard the kit looks. The defaults keep one run of every property under a minute."""
+
+    examples: int = 20
+    """Hypothesis examples per property."""
+    oracle_seeds: int = 30
+    """Seeds the oracle must score 1.0 on (train and test)."""
+    episodes: int = 40
+    """Episodes per degenerate policy."""
+    soundness_seeds: int = 10
+    """Seeds whose oracle is perturbed."""
+    distinct_seeds: int = 200
+    """Seeds whose tasks must differ."""
+    target_tools: tuple[dict[str, Any], ...] | None = None
+    """The target's tool schemas (default: the airline and retail tools)."""
+
+
+def _hypothesis(s: KitSettings):
+    return settings(max_examples=s.examples, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))
+
+
+def _fail(message: str) -> None:
+    raise PropertyFailed(message)
+
+
+def _seeds(n: int) -> list[int]:
+    """n seeds, half from each split (the kit checks both)."""
+    train, test = SPLITS["train"], SPLITS["test"]
+    return [train[i * 7919 % len(train)] for i in range(n - n // 2)] + [test[i] for i in range(n // 2)]
+
+
+# -- the properties --------------------------------------------------------------------
+
+def gym_api(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    from trace_gym.audit.lock import UnauditedEnvWarning
+
+    # The one expected warning: the env under audit has no passing audit yet.
+    messages = [str(w.message) for w in caught if not issubclass(w.category, UnauditedEnvWarning)]
+    if messages:
+        _fail(f"check_env warned: {messages[0]}")
+    for mode in env.metadata.get("render_modes", []):
+        rendered = ref.make(render_mode=mode)
+        rendered.reset(seed=1)
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = rendered.render()
+        if mode == "ansi" and not isinstance(out, str):
+            _fail(f"render() in mode 'ansi' returned {type(out).__name__}, expected str")
+    return "check_env passed with no warning"
+
+
+def determinism(ref: EnvRef, s: KitSettings) -> str:
+    first, second = ref.make(), ref.make()
+
+    @_hypothesis(s)
+    @hypothesis_seed(HYPOTHESIS_SEED)
+    @given(st.integers(0, 2**31 - 1))
+    def check(seed: int) -> None:
+        a, b = policies.fingerprint(first, seed), policies.fingerprint(second, seed)
+        again = policies.fingerprint(first, seed)
+        if a != b or a != again:
+            _fail(f"seed {seed} gave different tasks, worlds or oracle transcripts")
+
+    check()
+    return f"{s.examples} seeds reproduced in two env instances"
+
+
+def determinism_across_processes(ref: EnvRef, s: KitSettings,
+                                 runner: Callable[[list[str], dict[str, str]], str] | None = None) -> str:
+    """The same seeds in two fresh processes with different PYTHONHASHSEED."""
+    seeds = _seeds(max(4, s.examples // 4))
+    runner = runner or _subprocess_runner
+    outputs = [runner([sys.executable, "-m", "trace_gym.testing.fingerprint", ref.to_json(), json.dumps(seeds)],
+                      {"PYTHONHASHSEED": hash_seed}) for hash_seed in ("1", "2")]
+    prints = [json.loads(out) for out in outputs]
+    if prints[0] != prints[1]:
+        differing = [seed for seed in prints[0] if prints[0][seed] != prints[1].get(seed)]
+        _fail(f"seeds {differing[:5]} differ between two processes (PYTHONHASHSEED 1 and 2): "
+              f"the task depends on something other than the seed")
+    return f"{len(seeds)} seeds identical in two processes"
+
+
+def _subprocess_runner(argv: list[str], env: dict[str, str]) -> str:
+    import os
+
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    if proc.returncode != 0:
+        _fail(f"fingerprint process failed: {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def oracle_solves(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    for seed in _seeds(s.oracle_seeds):
+        reward, _, info = policies.play(env, seed, policies.oracle)
+        if reward < 1.0 - 1e-9:
+            _fail(f"the oracle scored {reward} on seed {seed}: {info.get('verdict')}")
+    return f"oracle scored 1.0 on {s.oracle_seeds} seeds"
+
+
+def verifier_soundness(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    tried = 0
+    for seed in _seeds(s.soundness_seeds):
+        for description, actions in policies.perturbed_oracles(env, seed):
+            reward, _, _ = policies.play(env, seed, policies.replay(actions))
+            tried += 1
+            if reward >= 1.0 - 1e-9:
+                _fail(f"seed {seed}: the oracle with {description} still scored 1.0 (the verifier "
+                      f"does not check it)")
+    return f"{tried} perturbed oracles all scored below 1"
+
+
+def degenerate_policies(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    seeds = _seeds(s.episodes)
+    oracle_mean = sum(policies.play(env, seed, policies.oracle)[0] for seed in seeds) / len(seeds)
+    means = {}
+    for name, act in policies.degenerate_policies().items():
+        mean = sum(policies.play(env, seed, act)[0] for seed in seeds) / len(seeds)
+        means[name] = round(mean, 3)
+        if mean > 0.65 or mean > oracle_mean - 0.35:
+            _fail(f"the {name} policy scored {mean:.3f} on average (oracle {oracle_mean:.3f}); "
+                  f"allowed: at most 0.65 and 0.35 below the oracle")
+    return f"oracle {oracle_mean:.3f}; " + ", ".join(f"{k} {v}" for k, v in means.items())
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def _actions(tool_names: list[str]):
+    names = st.sampled_from(tool_names + ["no_such_tool", ""])
+    return st.one_of(
+        st.text(max_size=120), _json, _json.map(json.dumps),
+        st.builds(lambda n, a: {"name": n, "arguments": a}, names, _json),
+        st.builds(lambda n, a: f"<tool_call>{json.dumps({'name': n, 'arguments': a})}</tool_call>", names, _json),
+        st.builds(lambda n, a: {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": n, "arguments": a}}]}, names, st.text(max_size=30)),
+    )
+
+
+def malformed_actions(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    tool_names = list(env.action_space.toolset)
+
+    @_hypothesis(s)
+    @hypothesis_seed(HYPOTHESIS_SEED)
+    @given(st.integers(0, 2**31 - 1), st.lists(_actions(tool_names), min_size=1, max_size=5))
+    def check(seed: int, actions: list[Any]) -> None:
+        obs, _ = env.reset(seed=seed)
+        for action in actions:
+            try:
+                obs, reward, terminated, truncated, _ = env.step(action)
+            except Exception as exc:  # the property: nothing a model sends raises
+                _fail(f"step({action!r:.120}) raised {type(exc).__name__}: {exc}")
+            if not 0.0 <= reward <= 1.0:
+                _fail(f"reward {reward} outside [0, 1] after {action!r:.120}")
+            if not all(is_valid_message(m) for m in obs):
+                _fail("the observation holds a message outside the OpenAI wire format")
+            parsed = parse_action(action)
+            if any(not c.valid for c in parsed.calls) or any(c.name not in tool_names for c in parsed.calls):
+                last = [m for m in obs if m["role"] == "tool"][-1:]
+                if not last or not last[0]["content"].startswith("Error"):
+                    _fail(f"a malformed call got no 'Error: ...' observation: {action!r:.120}")
+            if terminated or truncated:
+                return
+
+    check()
+    return f"{s.examples} fuzzed episodes, no exception, errors reported"
+
+
+def rewards_in_range(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    for name, act in policies.degenerate_policies(seed=1).items():
+        for seed in _seeds(max(4, s.episodes // 4)):
+            obs, _ = env.reset(seed=seed)
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, info = env.step(act(env, obs))
+                done = terminated or truncated
+                if not 0.0 <= reward <= 1.0 or (not done and reward != 0.0):
+                    _fail(f"{name} on seed {seed}: reward {reward} (rewards are 0 until the end, then in [0, 1])")
+            if "verdict" not in info:
+                _fail(f"seed {seed}: the final info has no 'verdict'")
+    return "every step reward in [0, 1], 0 before the end, verdict at the end"
+
+
+def no_leak(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    checked = 0
+    for seed in _seeds(s.oracle_seeds):
+        obs, _ = env.reset(seed=seed)
+        hidden = [h for h in getattr(env.task, "hidden", []) if h]
+        said = [m["content"] for m in obs if m["role"] in ("system", "user") and m.get("content")]
+        for secret in hidden:
+            checked += 1
+            if any(secret in text for text in said):
+                _fail(f"seed {seed}: the answer {secret!r} appears in the system or user messages")
+    return f"{checked} hidden values absent from what the agent is told"
+
+
+def _shape(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _shape(v) for k, v in schema.items() if k not in ("description", "title")}
+    if isinstance(schema, list):
+        return [_shape(v) for v in schema]
+    return schema
+
+
+def tool_schemas(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    target = s.target_tools or tuple(t.schema for t in (*airline.TOOLS.values(), *retail.TOOLS.values()))
+    shapes: dict[str, list[Any]] = {}
+    for schema in target:
+        shapes.setdefault(schema["function"]["name"], []).append(_shape(schema["function"]["parameters"]))
+    seen = set()
+    for seed in _seeds(10):
+        _, info = env.reset(seed=seed)
+        for schema in info["tools"]:
+            fn = schema.get("function", {}) if schema.get("type") == "function" else None
+            if not fn or not isinstance(fn.get("name"), str) or fn.get("parameters", {}).get("type") != "object":
+                _fail(f"not an OpenAI function schema: {json.dumps(schema)[:200]}")
+            try:
+                fastjsonschema.compile(fn["parameters"])
+            except Exception as exc:  # noqa: BLE001  (any compile error means an invalid schema)
+                _fail(f"{fn['name']}: parameters are not a valid JSON Schema ({exc})")
+            if fn["name"] not in shapes:
+                _fail(f"{fn['name']} is not one of the target's tools")
+            if _shape(fn["parameters"]) not in shapes[fn["name"]]:
+                _fail(f"{fn['name']}: parameters differ from the target's (names, types, nesting or required)")
+            seen.add(fn["name"])
+    return f"{len(seen)} tools, all valid and the target's own"
+
+
+def tasks_differ(ref: EnvRef, s: KitSettings) -> str:
+    env = ref.make()
+    hashes = set()
+    for seed in range(s.distinct_seeds):
+        env.reset(seed=seed)
+        hashes.add(sha256_json(env.task.to_json()))
+    if len(hashes) < 0.95 * s.distinct_seeds:
+        _fail(f"only {len(hashes)} distinct tasks over {s.distinct_seeds} seeds (at least 95% must differ)")
+    return f"{len(hashes)} distinct tasks over {s.distinct_seeds} seeds"
+
+
+def splits(ref: EnvRef, s: KitSettings) -> str:
+    train, test = SPLITS["train"], SPLITS["test"]
+    if not (train.stop <= test.start or test.stop <= train.start):
+        _fail("the train and test seed ranges overlap")
+    env = ref.make()
+    n = max(20, s.episodes)
+
+    def tasks(seeds: range) -> set[str]:
+        out = set()
+        for seed in seeds:
+            env.reset(seed=seed)
+            out.add(sha256_json(env.task.to_json()))
+        return out
+
+    common = tasks(train[:n]) & tasks(test[:n])
+    if common:
+        _fail(f"{len(common)} task(s) appear under both train and test seeds")
+    return f"{n} train and {n} test tasks, none shared"
+
+
+PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
+    "gym_api": gym_api,
+    "determinism": determinism,
+    "determinism_across_processes": determinism_across_processes,
+    "oracle_solves": oracle_solves,
+    "rewards_in_range": rewards_in_range,
+    "verifier_soundness": verifier_soundness,
+    "degenerate_policies": degenerate_policies,
+    "malformed_actions": malformed_actions,
+    "no_leak": no_leak,
+    "tool_schemas": tool_schemas,
+    "tasks_differ": tasks_differ,
+    "splits": splits,
+}
