@@ -316,7 +316,7 @@ class PreconditionVerificationEnv(CapabilityEnv):
     Config = Config
     tools = TOOLS
     guidance = ("Before acting on a confirmed request, read the records in the conversation and "
-                "check every rule of the policy the change depends on: status, cabin, booking "
+                "check every rule of the policy the change depends on: status, travel class, booking "
                 "time, insurance and reason, balances. Act only if all hold; otherwise refuse and "
                 "say which rule the request breaks.")
 

@@ -52,7 +52,10 @@ def read_lock(directory: Path) -> dict[str, Any]:
 
 
 def record(directory: Path, code_sha256: str, entry: dict[str, Any]) -> None:
+    """Record a passing audit; earlier versions of the same env id are dropped."""
     data = read_lock(directory)
+    if entry.get("env_id"):
+        data["entries"] = {sha: e for sha, e in data["entries"].items() if e.get("env_id") != entry["env_id"]}
     data["entries"][code_sha256] = entry
     write_json_atomic(directory / LOCK_NAME, data)
 

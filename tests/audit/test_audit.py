@@ -1,0 +1,125 @@
+"""The audit: hostile modules are refused with the reason named, the shipped envs pass, a
+passing audit is recorded, and unaudited generated code warns on construction."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import warnings
+
+import gymnasium as gym
+import pytest
+
+from tests.audit.mutants import HOSTILE, TEMPLATE, mutant
+from tests.conftest import REPO
+from trace_gym.audit import Limits, audit
+from trace_gym.audit.lock import UnauditedEnvWarning, read_lock, warn_if_unaudited
+from trace_gym.cli import main
+from trace_gym.jsondata import sha256_bytes
+from trace_gym.testing import KitSettings
+
+FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60)
+TIGHT = Limits(cpu_seconds=8, memory_bytes=2 * 2**30, wall_seconds=40)
+SHIPPED = ["trace/precondition_verification-v0", "trace/structured_data_reasoning-v0",
+           "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0"]
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_module_is_refused_with_its_reason(tmp_path, name):
+    hooks, words = HOSTILE[name]
+    report = audit(str(mutant(tmp_path, name, **hooks)), FAST, TIGHT)
+    assert not report.passed
+    assert any(words in reason for reason in report.reasons()), report.reasons()
+    assert not (tmp_path / "audit_lock.json").exists()  # nothing recorded
+
+
+def test_static_refusal_never_runs_the_code(tmp_path):
+    marker = tmp_path / "ran"
+    path = mutant(tmp_path, "writer", generate=f"open({str(marker)!r}, 'w').write('x')")
+    report = audit(str(path), FAST, TIGHT)
+    assert report.static and report.results == [] and not marker.exists()
+
+
+def test_sandbox_has_no_network_even_without_static_rules(tmp_path):
+    received: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(15)
+    port = server.getsockname()[1]
+
+    def serve():
+        try:
+            conn, _ = server.accept()
+            received.append(conn.recv(100))
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    # bypass the static rules: run the dynamic audit on a module that connects at import
+    from trace_gym.audit import AuditReport, _dynamic
+    from trace_gym.testing.envref import EnvRef
+
+    code = TEMPLATE.read_text().replace("# HOOK:imports", "")
+    path = tmp_path / "phone_home.py"
+    path.write_text(code + f"\nimport socket as _s\n_s.create_connection(('127.0.0.1', {port}), timeout=3).sendall(b'leak')\n")
+    report = AuditReport("x", str(path), None, "0", "1", "test")
+    _dynamic(report, EnvRef(path=str(path)), FAST, TIGHT)
+    server.close()
+    thread.join(5)
+    assert not report.passed and report.error
+    assert any(word in report.error for word in ("refused", "unreachable")), report.error
+    assert received == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", SHIPPED)
+def test_shipped_env_passes_and_reproduces_its_lock_entry(env_id):
+    report = audit(env_id, record=False)
+    assert report.passed, report.reasons()
+    assert report.seconds < 60
+    entry = read_lock(REPO / "generated_envs")["entries"][report.code_sha256]
+    assert entry["results"] == [{k: r[k] for k in ("name", "passed", "detail")} for r in report.results]
+
+
+def test_passing_audit_is_recorded_and_silences_the_warning(tmp_path):
+    path = mutant(tmp_path, "fine_env")
+    with pytest.warns(UnauditedEnvWarning):
+        warn_if_unaudited(path)
+    report = audit(str(path), FAST, TIGHT)
+    assert report.passed and report.recorded, report.reasons()
+    entry = read_lock(tmp_path)["entries"][sha256_bytes(path.read_bytes())]
+    assert entry["kit_version"] == "1" and all(r["passed"] for r in entry["results"])
+    assert "seconds" not in json.dumps(entry)
+    path.write_text(path.read_text() + "\n")  # any change needs a new audit
+    with pytest.warns(UnauditedEnvWarning):
+        warn_if_unaudited(path)
+
+
+def test_shipped_manifest_and_lock_are_current():
+    manifest = json.loads((REPO / "generated_envs" / "manifest.json").read_text())
+    entries = read_lock(REPO / "generated_envs")["entries"]
+    assert sorted(e["id"] for e in manifest["envs"]) == sorted(SHIPPED)
+    for e in manifest["envs"]:
+        module = e["entry_point"].split(":")[0].split(".")[1]
+        sha = sha256_bytes((REPO / "generated_envs" / f"{module}.py").read_bytes())
+        assert e["sha256"] == sha, f"{e['id']}: manifest sha256 is stale; run trace-gym audit {e['id']}"
+        assert sha in entries, f"{e['id']}: no audit recorded for the current code; run trace-gym audit {e['id']}"
+
+
+def test_shipped_envs_make_without_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for env_id in SHIPPED:
+            gym.make(env_id).reset(seed=0)
+
+
+def test_cli_audit_json_and_exit_status(tmp_path, capsys):
+    bad = mutant(tmp_path, "evil", imports="import socket")
+    assert main(["audit", str(bad), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is False and any("network" in r for r in data["reasons"])
+    assert main(["audit", str(bad)]) == 1
+    assert "FAILED" in capsys.readouterr().out

@@ -1,0 +1,32 @@
+"""Every property of the kit rejects a mutant made to break it, and accepts the template."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.audit.mutants import KIT_MUTANTS, TEMPLATE, mutant
+from trace_gym.testing import PROPERTIES, EnvRef, KitSettings, run_kit, run_property
+
+FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60)
+
+
+def test_every_property_has_a_mutant():
+    assert set(KIT_MUTANTS) == set(PROPERTIES)
+
+
+def test_template_passes_every_property():
+    report = run_kit(EnvRef(path=str(TEMPLATE)), FAST)
+    assert report.passed, report.failures()
+
+
+@pytest.mark.parametrize("name", sorted(KIT_MUTANTS))
+def test_property_rejects_its_mutant(tmp_path, name):
+    path = mutant(tmp_path, f"mutant_{name}", **KIT_MUTANTS[name])
+    result = run_property(name, EnvRef(path=str(path)), FAST)
+    assert not result.passed, f"{name} accepted its mutant: {result.detail}"
+    assert result.detail
+
+
+def test_cross_process_mutant_passes_in_process_determinism(tmp_path):
+    path = mutant(tmp_path, "mutant_hash_order", **KIT_MUTANTS["determinism_across_processes"])
+    assert run_property("determinism", EnvRef(path=str(path)), FAST).passed
