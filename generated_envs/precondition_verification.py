@@ -60,7 +60,7 @@ TOOLS = {
 }
 MAX_STEPS = 6
 AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
-RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=4, users=0)
+RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=3, users=0)
 
 
 # -- config ----------------------------------------------------------------------------
@@ -188,7 +188,8 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
     pre.user(f"Hi, I'm {user['name']['first_name']} {user['name']['last_name']}, user id {user['user_id']}. "
              f"{request} Yes, I confirm: please go ahead.")
-    pre.lookup("get_user_details", user_id=user["user_id"])
+    if kind != "cancel_reservation":  # the payment method is named from the profile
+        pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
     for seg in res["flights"]:
         pre.lookup("get_flight_status", flight_number=seg["flight_number"], date=seg["date"])
@@ -243,7 +244,8 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
     pre.user(f"Hi, I'm {user['name']['first_name']} {user['name']['last_name']}, user id {user['user_id']}, "
              f"email {user['email']}. {request} Yes, I confirm: please go ahead.")
-    pre.lookup("get_user_details", user_id=user["user_id"])
+    if kind == "modify_order_payment":  # the gift card balance is in the profile
+        pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_order_details", order_id=order["order_id"])
     return Task("retail", kind, forbidden, request, writes, rule, pre.messages, hidden=_hidden(rule)), world
 
@@ -316,8 +318,8 @@ class PreconditionVerificationEnv(CapabilityEnv):
     Config = Config
     tools = TOOLS
     guidance = ("Before acting on a confirmed request, read the records in the conversation and "
-                "check every rule of the policy the change depends on: status, travel class, booking "
-                "time, insurance and reason, balances. Act only if all hold; otherwise refuse and "
+                "check every rule of the policy the change depends on: status, travel class, when "
+                "it was booked, insurance and the motive, balances. Act only if all hold; otherwise refuse and "
                 "say which rule the request breaks.")
 
     def generate(self, rng: Rng) -> tuple[Task, World]:

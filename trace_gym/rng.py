@@ -24,7 +24,7 @@ class Rng:
     __slots__ = ("_mt", "random")
 
     def __init__(self, gen: np.random.Generator) -> None:
-        self._mt = _random.Random(int(gen.integers(0, 2**63)))
+        self._mt = _random.Random(gen.bit_generator.random_raw())
         self.random = self._mt.random
         """A uniform float in [0, 1)."""
 
