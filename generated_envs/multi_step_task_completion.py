@@ -232,12 +232,6 @@ class MultiStepTaskCompletionEnv(CapabilityEnv):
     guidance = ("The customer asked for several separate changes. Keep a list of them, make "
                 "each change on its own, check it succeeded, and only reply once every item on "
                 "the list is done.")
-
-    def generate(self, rng: Rng) -> tuple[Task, World]:
-        return generate(rng, self.config)
-
-    def verify(self, task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
-        return verify(task, initial_world, final_world, messages)
-
-    def oracle_action(self, messages: list) -> Any:
-        return oracle(self.task, messages)
+    generate_task = staticmethod(generate)
+    verify_task = staticmethod(verify)
+    oracle = staticmethod(oracle)

@@ -322,11 +322,6 @@ class PreconditionVerificationEnv(CapabilityEnv):
                 "it was booked, insurance and the motive, balances. Act only if all hold; otherwise refuse and "
                 "say which rule the request breaks.")
 
-    def generate(self, rng: Rng) -> tuple[Task, World]:
-        return generate(rng, self.config)
-
-    def verify(self, task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
-        return verify(task, initial_world, final_world, messages)
-
-    def oracle_action(self, messages: list) -> Any:
-        return oracle(self.task, messages)
+    generate_task = staticmethod(generate)
+    verify_task = staticmethod(verify)
+    oracle = staticmethod(oracle)

@@ -273,12 +273,6 @@ class StructuredDataReasoningEnv(CapabilityEnv):
                 "candidate against the customer's constraint, match descriptions to the exact "
                 "record (card digits, options, status), and apply the policy's allowances before "
                 "acting once.")
-
-    def generate(self, rng: Rng) -> tuple[Task, World]:
-        return generate(rng, self.config)
-
-    def verify(self, task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
-        return verify(task, initial_world, final_world, messages)
-
-    def oracle_action(self, messages: list) -> Any:
-        return oracle(self.task, messages)
+    generate_task = staticmethod(generate)
+    verify_task = staticmethod(verify)
+    oracle = staticmethod(oracle)

@@ -294,12 +294,6 @@ class ToolCallingPrecisionEnv(CapabilityEnv):
     guidance = ("Every detail is already known. Before acting, map each detail to the exact "
                 "value the records use (ids as the profile spells them), include every field and "
                 "every element of each list, unchanged ones too, and act once.")
-
-    def generate(self, rng: Rng) -> tuple[Task, World]:
-        return generate(rng, self.config)
-
-    def verify(self, task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
-        return verify(task, initial_world, final_world, messages)
-
-    def oracle_action(self, messages: list) -> Any:
-        return oracle(self.task, messages)
+    generate_task = staticmethod(generate)
+    verify_task = staticmethod(verify)
+    oracle = staticmethod(oracle)

@@ -8,12 +8,14 @@ episode ends at the agent's first reply without a tool call, or at the task's st
 
 A module supplies `generate(rng, config) -> (task, world)`, `verify(task, initial_world,
 final_world, messages) -> Verdict` and `oracle(task, messages) -> action`; its env class
-names them together with its capability, config class and tools.
+names them (`generate_task`, `verify_task`, `oracle`) with its capability, config class,
+tools and hint guidance.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -159,6 +161,12 @@ class CapabilityEnv(TraceEnv):
     """Domain -> names of the target tools this env exposes."""
     guidance: ClassVar[str]
     """Expert guidance for hint mode (never names a tool or an argument)."""
+    generate_task: ClassVar[Callable[[Rng, Any], tuple[Any, World]]]
+    """The module's `generate(rng, config)`."""
+    verify_task: ClassVar[Callable[..., Verdict]]
+    """The module's `verify(task, initial_world, final_world, messages)`."""
+    oracle: ClassVar[Callable[[Any, list], Any]]
+    """The module's `oracle(task, messages)`."""
 
     def __init__(self, render_mode: str | None = None, **knobs: Any) -> None:
         names = [f.name for f in fields(self.Config)]
@@ -170,12 +178,8 @@ class CapabilityEnv(TraceEnv):
         self._toolsets = {d: DOMAIN_TOOLS[d].subset(n) for d, n in self.tools.items()}
         super().__init__(union_toolset(self.tools), render_mode=render_mode)
 
-    # what a module provides
-    def generate(self, rng: Rng) -> tuple[Any, World]:
-        raise NotImplementedError
-
     def _new_episode(self, rng: Rng) -> NewEpisode:
-        task, world = self.generate(rng)
+        task, world = self.generate_task(rng, self.config)
         return NewEpisode(
             task=task,
             world=world,
@@ -191,4 +195,7 @@ class CapabilityEnv(TraceEnv):
 
     def verify(self, task: Any, initial_world: World, final_world: World,
                messages: list[msg.Message]) -> Verdict:
-        raise NotImplementedError
+        return self.verify_task(task, initial_world, final_world, messages)
+
+    def oracle_action(self, messages: list[msg.Message]) -> Any:
+        return self.oracle(self.task, messages)

@@ -48,7 +48,7 @@ KIT_MUTANTS = {
         "    schema = {'type': 'function', 'function': {**t.schema['function'], 'parameters': params}}\n"
         "    self._toolsets['retail'] = Toolset([retail.TOOLS['get_order_details'], Tool(schema, t.kind, t.fn)])")},
     "tasks_differ": {"generate": "rng = Rng.from_seed(7)"},
-    "splits": {"env_generate": "return generate(Rng.from_seed(self.np_random_seed % 1_000_000_000), self.config)"},
+    "splits": {"env_generate": "return super()._new_episode(Rng.from_seed(self.np_random_seed % 1_000_000_000))"},
 }
 
 

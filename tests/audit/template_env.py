@@ -69,11 +69,9 @@ class TemplateEnv(CapabilityEnv):
     guidance = "Check the order first."
     NOTE = None  # HOOK:env_methods
 
-    def generate(self, rng: Rng) -> tuple[Task, World]:
-        return generate(rng, self.config)  # HOOK:env_generate
+    generate_task = staticmethod(generate)
+    verify_task = staticmethod(verify)
+    oracle = staticmethod(oracle)
 
-    def verify(self, task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
-        return verify(task, initial_world, final_world, messages)
-
-    def oracle_action(self, messages: list) -> Any:
-        return oracle(self.task, messages)
+    def _new_episode(self, rng: Rng) -> Any:
+        return super()._new_episode(rng)  # HOOK:env_generate

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from trace_gym import capabilities as cap
 from trace_gym.rng import Rng
 from trace_gym.targets.common import (
+    Conflict,
     Drafting,
+    draft_requests,
     draw_kinds,
     agent_method,
     amount_text,
@@ -44,18 +46,12 @@ from trace_gym.worlds.world import Record
 CABIN_NAME = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
-class Conflict(Exception):
-    """Two requests of one task need the same flight date in different states."""
-
-
 class Draft(Drafting):
     builder: AirlineBuilder
 
     def __init__(self, builder: AirlineBuilder, rng: Rng, config: TargetConfig, user: Record) -> None:
         super().__init__(rng=rng, config=config, user=user)
         self.builder = builder
-        self.owner = 0
-        """The request being drafted; it owns the flight dates it reads or changes."""
         self.frozen: dict[tuple[str, str], int] = {}
         """(flight, date) -> the request whose facts depend on that date's status and fares."""
 
@@ -703,18 +699,7 @@ def generate_task(rng: Rng, config: TargetConfig,
     user = builder.add_user()
     draft = Draft(builder, rng, config, user)
     kinds = draw_kinds(rng, config, tuple(KINDS), limits={"book_flight": len(NEW_RESERVATION_IDS)})
-    requests = []
-    for kind in kinds:
-        forbidden = kind in FORBIDDABLE and rng.chance(config.forbidden_rate)
-        for _ in range(10):
-            draft.owner += 1
-            try:
-                requests.append(KINDS[kind](draft, forbidden))
-                break
-            except Conflict:  # draw this request again, on other records
-                continue
-        else:
-            raise RuntimeError(f"could not draft a {kind} request that fits the others")
+    requests = draft_requests(draft, KINDS, FORBIDDABLE, kinds)
     for _ in range(config.distractors):
         subject = [r for r in user["reservations"] if r in draft.used_records]
         like = builder.world.reservations[rng.choice(subject)] if subject else None

@@ -57,6 +57,8 @@ class Drafting:
     """Records created by gold writes so far (bookings, certificates)."""
     vague: dict[str, tuple] = field(default_factory=dict)
     """Record id -> the description the customer gives instead of the id."""
+    owner: int = 0
+    """The request being drafted (it owns what it reads or changes)."""
 
     def knows_id(self) -> bool:
         return not self.rng.chance(self.config.unknown_id_rate)
@@ -117,3 +119,25 @@ def settle_vague(requests: list, drafting: Drafting, candidates: list[str],
         if any(not s["locate"]["known"] for s in request.plan if "locate" in s):
             if cap.STRUCTURED not in request.capabilities:
                 request.capabilities.append(cap.STRUCTURED)
+
+
+class Conflict(Exception):
+    """Two requests of one task need the same record in different states."""
+
+
+def draft_requests(draft: Drafting, table: dict[str, Callable], forbiddable: frozenset[str],
+                   kinds: list[str]) -> list:
+    """One request per kind; a request that conflicts with earlier ones is drawn again."""
+    requests = []
+    for kind in kinds:
+        forbidden = kind in forbiddable and draft.rng.chance(draft.config.forbidden_rate)
+        for _ in range(10):
+            draft.owner += 1
+            try:
+                requests.append(table[kind](draft, forbidden))
+                break
+            except Conflict:  # draw this request again, on other records
+                continue
+        else:
+            raise RuntimeError(f"could not draft a {kind} request that fits the others")
+    return requests

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
 
 PROMPT_STYLES = ("full", "compact")
@@ -30,8 +31,7 @@ class TargetConfig:
 
     def __post_init__(self) -> None:
         def need(name: str, ok: bool, rule: str) -> None:
-            if not ok:
-                raise InvalidConfig(f"{name}={getattr(self, name)!r} is invalid: {rule}")
+            require(self, name, ok, rule)
 
         need("max_requests", isinstance(self.max_requests, int) and 1 <= self.max_requests <= 4,
              "must be an integer in 1..4")

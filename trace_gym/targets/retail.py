@@ -15,6 +15,7 @@ from trace_gym import capabilities as cap
 from trace_gym.rng import Rng
 from trace_gym.targets.common import (
     Drafting,
+    draft_requests,
     agent_method,
     amount_text,
     describe_method,
@@ -428,7 +429,7 @@ def generate_task(rng: Rng, config: TargetConfig,
     user = builder.add_user(gift_card_balance=float(rng.integer(20, 400)), paypal=True)
     draft = Draft(builder, rng, config, user)
     kinds = draw_kinds(rng, config, tuple(KINDS), limits={"modify_user_address": 1})
-    requests = [KINDS[k](draft, k in FORBIDDABLE and rng.chance(config.forbidden_rate)) for k in kinds]
+    requests = draft_requests(draft, KINDS, FORBIDDABLE, kinds)
     for _ in range(config.distractors):
         subject = [o for o in user["orders"] if o in draft.used_records]
         if subject:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trace_gym.errors import InvalidConfig
+from trace_gym.config import require
 from trace_gym.rng import Rng
 from trace_gym.worlds import people
 from trace_gym.worlds.airline.data import (
@@ -52,8 +52,7 @@ class AirlineWorldSize:
 
     def __post_init__(self) -> None:
         def need(name: str, ok: bool, rule: str) -> None:
-            if not ok:
-                raise InvalidConfig(f"AirlineWorldSize.{name}={getattr(self, name)!r}: {rule}")
+            require(self, name, ok, rule)
 
         need("users", self.users >= 0, "must be >= 0")
         need("airports", 3 <= self.airports <= len(AIRPORTS), f"must be in 3..{len(AIRPORTS)}")

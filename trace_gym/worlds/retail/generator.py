@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trace_gym.errors import InvalidConfig
+from trace_gym.config import require
 from trace_gym.rng import Rng
 from trace_gym.worlds import people
 from trace_gym.worlds.retail.data import CANCEL_REASONS, CATALOGUE, RetailWorld
@@ -32,8 +32,7 @@ class RetailWorldSize:
 
     def __post_init__(self) -> None:
         def need(name: str, ok: bool, rule: str) -> None:
-            if not ok:
-                raise InvalidConfig(f"RetailWorldSize.{name}={getattr(self, name)!r}: {rule}")
+            require(self, name, ok, rule)
 
         need("users", self.users >= 0, "must be >= 0")
         need("products", 3 <= self.products <= len(CATALOGUE), f"must be in 3..{len(CATALOGUE)}")
