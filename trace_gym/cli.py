@@ -3,13 +3,19 @@
     trace-gym list [--json]
     trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
     trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--no-record]
+    trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
+    trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
+    trace-gym import-tau2 RESULTS... --out FILE.jsonl
+    trace-gym tiny-agent build [--seed S] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from trace_gym.errors import TraceGymError
@@ -104,6 +110,129 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _policy_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("policy")
+    g.add_argument("--policy", default="oracle", choices=["oracle", "random", "endpoint", "local"],
+                   help="oracle/random (built in), endpoint (an OpenAI-compatible server), local (a model directory)")
+    g.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or the first of $VLLM_BASE_URLS)")
+    g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
+    g.add_argument("--api-key", help="endpoint key (default: $OPENAI_API_KEY, else EMPTY)")
+    g.add_argument("--model-path", help="local model directory (default: the tiny agent in the cache)")
+    g.add_argument("--adapter", help="LoRA adapter directory for the local model")
+    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--max-new-tokens", type=int, default=192)
+    g.add_argument("--timeout", type=float, default=60.0, help="endpoint request timeout, seconds")
+    g.add_argument("--retries", type=int, default=3, help="endpoint retries on transient errors")
+
+
+def policy_factory(args: argparse.Namespace):
+    """A picklable zero-argument factory for the policy the arguments describe."""
+    import functools
+
+    from trace_gym.agents.base import make_policy
+
+    if args.policy in ("oracle", "random"):
+        return functools.partial(make_policy, args.policy)
+    if args.policy == "endpoint":
+        return functools.partial(make_policy, "endpoint", base_url=args.base_url, model=args.model,
+                                 api_key=args.api_key, temperature=args.temperature, top_p=args.top_p,
+                                 max_tokens=args.max_new_tokens, timeout=args.timeout, retries=args.retries)
+    from trace_gym.tinyagent.build import default_cache_dir
+
+    path = args.model_path or str(default_cache_dir() / "default-seed0")
+    return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter,
+                             temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens)
+
+
+def _rollout_mode(policy: str) -> str:
+    return {"endpoint": "thread", "local": "batch"}.get(policy, "process")
+
+
+def _run_rollout(args: argparse.Namespace, out: Path, samples: int) -> None:
+    from trace_gym.registry import entry
+    from trace_gym.rollout import rollout, run_batched
+    from trace_gym.seeding import parse_seed_range, seeds
+
+    env_id = entry(args.env_id).id
+    start, stop = parse_seed_range(args.seeds)
+    mode = _rollout_mode(args.policy)
+    summary = rollout(env_id, policy_factory(args), seeds(args.split, start, stop), out, samples=samples,
+                      hint=args.hint, workers=args.workers, mode=mode, progress=not args.quiet,
+                      runner=run_batched if mode == "batch" else None)
+    if not args.quiet:
+        print(f"{summary.written} episode(s) written to {summary.path}; {summary.skipped} already there",
+              file=sys.stderr)
+
+
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    _run_rollout(args, Path(args.out), args.samples)
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from trace_gym.evaluation import evaluate
+    from trace_gym.rollout import read_records
+
+    out = Path(args.out or f"runs/eval/{args.env_id.replace('/', '_')}-{args.policy}-{args.split}-{args.seeds.replace(':', '_')}-k{args.trials}.jsonl")
+    _run_rollout(args, out, args.trials)
+    from trace_gym.registry import entry
+    from trace_gym.seeding import parse_seed_range, seeds
+
+    wanted = {int(s) for s in seeds(args.split, *parse_seed_range(args.seeds))}
+    env_id = entry(args.env_id).id
+    records = [r for r in read_records(out) if r["env_id"] == env_id and r["seed"] in wanted and r["sample"] < args.trials]
+    metrics = evaluate(records, args.trials)
+    if args.json:
+        print(json.dumps(metrics))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    lo, hi = metrics["pass_rate_ci95"]
+    console.print(f"[bold]{env_id}[/bold]  {metrics['tasks']} tasks x {args.trials} trials  policy {args.policy}")
+    console.print(f"pass rate {metrics['pass_rate']:.3f} (95% CI {lo:.3f}-{hi:.3f})  mean reward "
+                  f"{metrics['mean_reward']:.3f}  " + "  ".join(f"pass^{k} {v:.3f}" for k, v in metrics["pass_hat_k"].items()))
+    for title, key in (("by task kind", "by_task_kind"), ("by capability needed", "by_capability")):
+        table = Table(title=title)
+        for col in ("", "episodes", "pass rate", "mean reward"):
+            table.add_column(col)
+        for name, m in metrics[key].items():
+            table.add_row(name, str(m["episodes"]), f"{m['pass_rate']:.3f}", f"{m['mean_reward']:.3f}")
+        console.print(table)
+    return 0
+
+
+def _cmd_import_tau2(args: argparse.Namespace) -> int:
+    from trace_gym.rollout import append_record, read_records
+    from trace_gym.tau2 import import_results
+
+    out = Path(args.out)
+    done = {r["id"] for r in read_records(out, repair=True)}
+    written = 0
+    for path in args.results:
+        for record in import_results(path):
+            if record["id"] not in done:
+                append_record(out, record)
+                done.add(record["id"])
+                written += 1
+    print(f"{written} trajectory record(s) written to {out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_tiny_agent(args: argparse.Namespace) -> int:
+    from trace_gym.tinyagent.build import TinyAgentConfig, build
+
+    config = TinyAgentConfig(seed=args.seed, preset=args.preset, episodes=args.episodes, steps=args.steps,
+                             weak_kinds=tuple(k for k in (args.weak_kinds or "").split(",") if k),
+                             weak_share=args.weak_share)
+    path = build(config, Path(args.out) if args.out else None,
+                 log=lambda m: print(m, file=sys.stderr))
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trace-gym", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +256,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=90, help="wall-clock seconds for the sandboxed run")
     p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
     p.set_defaults(run=_cmd_audit)
+
+    for name, helptext, run in (("rollout", "play a policy on many seeds; append trajectory records", _cmd_rollout),
+                                ("eval", "roll out and report pass rate, pass^k, mean reward", _cmd_eval)):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("env_id")
+        p.add_argument("--seeds", required=True, help="A:B, indices into the split (seed = split start + index)")
+        p.add_argument("--split", default="train" if name == "rollout" else "test", choices=["train", "test"])
+        if name == "rollout":
+            p.add_argument("--samples", type=int, default=1, help="episodes per seed")
+            p.add_argument("--out", required=True, help="JSON Lines file (appended; a rerun resumes)")
+        else:
+            p.add_argument("--trials", type=int, default=1, help="episodes per seed (for pass^k)")
+            p.add_argument("--out", help="where the trajectories go (default: runs/eval/...)")
+            p.add_argument("--json", action="store_true")
+        p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)),
+                       help="parallel episodes (processes, threads or batch size, by policy)")
+        p.add_argument("--hint", action="store_true")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        _policy_args(p)
+        p.set_defaults(run=run)
+
+    p = sub.add_parser("import-tau2", help="convert tau2-bench results files into trajectory records")
+    p.add_argument("results", nargs="+", help="results.json files or results directories")
+    p.add_argument("--out", required=True, help="JSON Lines file to append to")
+    p.set_defaults(run=_cmd_import_tau2)
+
+    p = sub.add_parser("tiny-agent", help="the embedded base agent")
+    tiny = p.add_subparsers(dest="tiny_command", required=True)
+    b = tiny.add_parser("build", help="build it (deterministic for a seed)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--out", help="directory (default: the cache directory)")
+    b.add_argument("--preset", default="default", choices=["default", "fixture"])
+    b.add_argument("--episodes", type=int, default=400, help="oracle demonstrations per target env")
+    b.add_argument("--steps", type=int, default=110, help="SFT steps")
+    b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
+    b.add_argument("--weak-share", type=float, default=0.0, help="share of weak-kind demonstrations kept")
+    b.set_defaults(run=_cmd_tiny_agent)
     return parser
 
 

@@ -27,9 +27,8 @@ def run_episode(env: gym.Env, policy: Policy, *, env_id: str, seed: int, sample:
                 hint: bool = False) -> dict[str, Any]:
     """Play one episode and return its trajectory record."""
     start = time.perf_counter()
-    options = {"hint": True} if hint else None
-    obs, info = env.reset(seed=seed, options=options)
-    policy.bind(env)
+    obs, info = env.reset(seed=seed, options={"hint": True} if hint else None)
+    policy.bind(env, seed, sample)
     tools = info["tools"]
     reset_s = time.perf_counter() - start
     reward, done = 0.0, False
@@ -37,6 +36,16 @@ def run_episode(env: gym.Env, policy: Policy, *, env_id: str, seed: int, sample:
         obs, reward, terminated, truncated, info = env.step(policy.act(obs, tools))
         done = terminated or truncated
     total = time.perf_counter() - start
+    return make_record(env, env_id=env_id, seed=seed, sample=sample, policy=policy.name, hint=hint,
+                       messages=obs, reward=reward, info=info,
+                       timings={"reset_s": round(reset_s, 6), "steps_s": round(total - reset_s, 6),
+                                "total_s": round(total, 6)})
+
+
+def make_record(env: gym.Env, *, env_id: str, seed: int, sample: int, policy: str, hint: bool,
+                messages: list[dict[str, Any]], reward: float, info: dict[str, Any],
+                timings: dict[str, float]) -> dict[str, Any]:
+    """The trajectory record of a finished episode."""
     base = env.unwrapped
     task = base.task
     return {
@@ -47,9 +56,9 @@ def run_episode(env: gym.Env, policy: Policy, *, env_id: str, seed: int, sample:
         "seed": seed,
         "sample": sample,
         "split": split_of(seed),
-        "policy": policy.name,
+        "policy": policy,
         "hint": hint,
-        "messages": obs,
+        "messages": messages,
         "reward": float(reward),
         "passed": passed(reward),
         "verdict": info.get("verdict"),
@@ -57,6 +66,5 @@ def run_episode(env: gym.Env, policy: Policy, *, env_id: str, seed: int, sample:
         "capabilities_needed": list(task.capabilities_needed),
         "termination_reason": info.get("termination_reason"),
         "instructions": task.instructions,
-        "timings": {"reset_s": round(reset_s, 6), "steps_s": round(total - reset_s, 6),
-                    "total_s": round(total, 6)},
+        "timings": timings,
     }

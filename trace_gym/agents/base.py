@@ -21,7 +21,9 @@ from trace_gym.schema import sample_value
 class Policy(Protocol):
     name: str
 
-    def bind(self, env: gym.Env) -> None: ...
+    def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
+        """Called after each reset: the episode's env, seed and sample index (a stochastic
+        policy seeds itself from them, so an episode is reproducible on its own)."""
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any: ...
 
@@ -34,7 +36,7 @@ class OraclePolicy:
     def __init__(self) -> None:
         self._env: Any = None
 
-    def bind(self, env: gym.Env) -> None:
+    def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
         self._env = env.unwrapped
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
@@ -53,11 +55,12 @@ class RandomPolicy:
     name = "random"
 
     def __init__(self, seed: int = 0, reply_rate: float = 0.3) -> None:
+        self.base_seed = seed
         self.rng = Rng(np.random.default_rng(seed))
         self.reply_rate = reply_rate
 
-    def bind(self, env: gym.Env) -> None:
-        pass
+    def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
+        self.rng = Rng(np.random.default_rng([self.base_seed, seed, sample]))
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
         if not tools or self.rng.chance(self.reply_rate):
@@ -66,10 +69,24 @@ class RandomPolicy:
         return {"name": fn["name"], "arguments": sample_value(fn["parameters"], self.rng)}
 
 
-POLICIES = {"oracle": OraclePolicy, "random": RandomPolicy}
+def _endpoint(**kwargs: Any) -> Policy:
+    from trace_gym.agents.endpoint import EndpointPolicy
+
+    return EndpointPolicy(**kwargs)
+
+
+def _local(**kwargs: Any) -> Policy:
+    from trace_gym.agents.local import LocalModelPolicy
+
+    return LocalModelPolicy(**kwargs)
+
+
+POLICIES = {"oracle": OraclePolicy, "random": RandomPolicy, "endpoint": _endpoint, "local": _local}
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
+    """A policy by name: oracle, random, endpoint (an OpenAI-compatible server) or local (a
+    transformers model directory, optionally with a LoRA adapter)."""
     if name not in POLICIES:
         raise InvalidConfig(f"unknown policy {name!r}; allowed: {', '.join(POLICIES)}")
     return POLICIES[name](**kwargs)

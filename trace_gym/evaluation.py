@@ -1,0 +1,66 @@
+"""Evaluation metrics over trajectory records.
+
+- pass rate: share of episodes that passed (reward 1);
+- pass^k (tau-bench's definition): for a task tried n times with c passes,
+  C(c, k) / C(n, k), averaged over tasks: the chance that k fresh trials all pass;
+- mean reward, and a 95% bootstrap interval of the pass rate (tasks resampled, 1,000 times,
+  from a fixed seed);
+- the same broken down by task kind and by needed capability.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from math import comb
+from typing import Any
+
+import numpy as np
+
+
+def pass_hat_k(trials: list[list[bool]], k: int) -> float:
+    """tau-bench's pass^k over tasks, each a list of trial outcomes (n >= k)."""
+    values = [comb(sum(t), k) / comb(len(t), k) for t in trials if len(t) >= k]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def bootstrap_interval(values: list[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    if not values:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    data = np.asarray(values, dtype=float)
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"episodes": len(records),
+            "pass_rate": float(np.mean([r["passed"] for r in records])) if records else float("nan"),
+            "mean_reward": float(np.mean([r["reward"] for r in records])) if records else float("nan")}
+
+
+def evaluate(records: list[dict[str, Any]], max_k: int | None = None) -> dict[str, Any]:
+    by_task: dict[tuple[str, Any], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_task[(r["env_id"], r["seed"])].append(r)
+    trials = [[r["passed"] for r in sorted(rs, key=lambda r: r["sample"])] for rs in by_task.values()]
+    n_min = min((len(t) for t in trials), default=0)
+    max_k = min(max_k or n_min, n_min)
+    task_rates = [float(np.mean(t)) for t in trials]
+    low, high = bootstrap_interval(task_rates)
+    result = {
+        **_summary(records),
+        "tasks": len(by_task),
+        "pass_rate_ci95": [low, high],
+        "pass_hat_k": {str(k): pass_hat_k(trials, k) for k in range(1, max_k + 1)},
+        "by_task_kind": {},
+        "by_capability": {},
+    }
+    kinds: dict[str, list] = defaultdict(list)
+    caps: dict[str, list] = defaultdict(list)
+    for r in records:
+        kinds[r.get("task_kind") or "unknown"].append(r)
+        for c in r.get("capabilities_needed") or []:
+            caps[c].append(r)
+    result["by_task_kind"] = {k: _summary(v) for k, v in sorted(kinds.items())}
+    result["by_capability"] = {k: _summary(v) for k, v in sorted(caps.items())}
+    return result

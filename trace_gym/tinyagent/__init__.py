@@ -1,0 +1,1 @@
+"""The embedded base agent: a tiny Qwen3-architecture model built locally (see build.py)."""

@@ -1,0 +1,288 @@
+"""Build the embedded base agent: a tiny Qwen3-architecture model with a locally trained
+byte-level BPE tokenizer, warm-started by SFT on oracle demonstrations of the target envs.
+
+No model hub is reachable here, so everything is made from the seed: the demonstrations
+(oracle episodes on train seeds, compact prompts), the tokenizer (trained on their text),
+the weights (initialised from the seed, trained with a fixed order on one thread). The same
+seed gives the same files. The SFT mix is configurable: kinds listed as weak are left out
+of the demonstrations (or kept at `weak_share`), which is how the embedded default gets
+recurring failures for analysis to find.
+
+The training loop is plain PyTorch rather than a trainer class: a tiny model on one CPU
+thread for a fixed time budget, with loss on assistant tokens only (the chat template's
+generation markers), needs twenty lines and no checkpoint machinery.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_gym.errors import InvalidConfig
+from trace_gym.tinyagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
+
+PRESETS: dict[str, dict[str, int]] = {
+    # ~2.4 M parameters: the embedded default
+    "default": {"vocab_size": 3072, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 3,
+                "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32},
+    # ~0.2 M parameters: the committed test fixture (under 2 MB with its tokenizer)
+    "fixture": {"vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32},
+}
+TARGETS = ("trace/airline-v0", "trace/retail-v0")
+
+
+@dataclass(frozen=True)
+class TinyAgentConfig:
+    """How the tiny agent is built. Every field is validated at construction."""
+
+    seed: int = 0
+    """Seed of everything: demonstrations, tokenizer, weights, data order."""
+    preset: str = "default"
+    """Model size: 'default' (~2.4 M parameters) or 'fixture' (~0.2 M, for tests)."""
+    episodes: int = 400
+    """Oracle demonstrations per target env."""
+    weak_kinds: tuple[str, ...] = ()
+    """Request kinds left out of the demonstrations, so the agent stays weak on them."""
+    weak_share: float = 0.0
+    """Share of demonstrations with a weak kind that are kept anyway (in [0, 1])."""
+    steps: int = 110
+    """SFT optimiser steps (a fixed count, so the build does not depend on the machine's speed;
+    about three minutes on one CPU core for the default preset)."""
+    max_tokens: int = 1536
+    """Longest demonstration kept, in tokens."""
+    lr: float = 4e-3
+    """Peak AdamW learning rate (cosine decay after a short warm-up)."""
+    batch_tokens: int = 2048
+    """Tokens per optimiser step (demonstrations are packed into batches up to this)."""
+    call_weight: float = 4.0
+    """Loss weight of tokens inside tool calls, against 1 for other assistant tokens: the
+    ids and values a call copies are few tokens but decide the episode."""
+    threads: int = 2
+    """Torch threads while building (results are reproducible for a given count)."""
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {
+        "prompt_style": "compact", "compound_rate": 0.15, "unknown_id_rate": 0.2, "distractors": 1})
+    """How the demonstration episodes are drawn (target env knobs)."""
+
+    def __post_init__(self) -> None:
+        from trace_gym.config import require
+
+        require(self, "preset", self.preset in PRESETS, f"allowed: {', '.join(PRESETS)}")
+        require(self, "episodes", isinstance(self.episodes, int) and 1 <= self.episodes <= 100_000, "must be in 1..100000")
+        require(self, "weak_share", 0.0 <= self.weak_share <= 1.0, "must be in [0, 1]")
+        require(self, "steps", isinstance(self.steps, int) and self.steps >= 0, "must be an integer >= 0")
+        require(self, "max_tokens", 256 <= self.max_tokens <= 8192, "must be in 256..8192")
+        object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
+        from trace_gym.targets import airline, retail
+
+        known = set(airline.KINDS) | set(retail.KINDS)
+        bad = [k for k in self.weak_kinds if k not in known]
+        require(self, "weak_kinds", not bad, f"unknown kind(s) {bad}; allowed: {', '.join(sorted(known))}")
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("TRACE_GYM_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trace-gym")
+    return Path(base) / "tiny-agent"
+
+
+# -- demonstrations --------------------------------------------------------------------
+
+def demonstrations(config: TinyAgentConfig) -> list[dict[str, Any]]:
+    """Oracle episodes on train seeds: {'messages', 'tools', 'kinds'} per episode."""
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401
+    from trace_gym.rng import Rng
+    from trace_gym.seeding import SPLITS
+
+    import numpy as np
+
+    keep = Rng(np.random.default_rng([config.seed, 7]))
+    demos = []
+    for env_index, env_id in enumerate(TARGETS):
+        env = gym.make(env_id, **config.env_kwargs)
+        base = env.unwrapped
+        seed = SPLITS["train"].start + 10_000_000 * (env_index + 1) + 100_000 * config.seed
+        made = 0
+        while made < config.episodes:
+            obs, info = env.reset(seed=seed)
+            seed += 1
+            kinds = base.task.kinds
+            if any(k in config.weak_kinds for k in kinds) and not keep.chance(config.weak_share):
+                continue
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, info = env.step(base.oracle_action(obs))
+                done = terminated or truncated
+            demos.append({"messages": obs, "tools": info["tools"], "kinds": kinds})
+            made += 1
+    return demos
+
+
+def _plain_text(demo: dict[str, Any]) -> str:
+    """A demonstration rendered with the template (for tokenizer training)."""
+    import jinja2
+
+    source = CHAT_TEMPLATE.replace("{%- generation %}", "").replace("{%- endgeneration %}", "")
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda v: json.dumps(v)
+    return env.from_string(source).render(messages=demo["messages"], tools=demo["tools"], add_generation_prompt=False)
+
+
+# -- tokenizer -------------------------------------------------------------------------
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """A byte-level BPE tokenizer trained on `texts`, with the chat template set."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one thread: merges in a fixed order
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    # Digits one by one: ids and amounts are copied digit by digit, which a tiny model learns
+    # far sooner than copying multi-digit chunks that BPE cuts differently each time.
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, min_frequency=2,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD,
+                                   additional_special_tokens=SPECIAL_TOKENS[3:])
+    fast.chat_template = CHAT_TEMPLATE
+    fast.padding_side = "left"
+    return fast
+
+
+# -- model -----------------------------------------------------------------------------
+
+def new_model(preset: str, tokenizer, seed: int):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    dims = dict(PRESETS[preset])
+    dims["vocab_size"] = len(tokenizer)
+    config = Qwen3Config(**dims, max_position_embeddings=8192, rope_theta=10_000.0, tie_word_embeddings=True,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         bos_token_id=None, use_cache=True)
+    torch.manual_seed(seed)
+    return Qwen3ForCausalLM(config)
+
+
+# -- SFT -------------------------------------------------------------------------------
+
+def encode(tokenizer, demo: dict[str, Any]) -> tuple[list[int], list[int]] | None:
+    out = tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=True,
+                                        return_dict=True, return_assistant_tokens_mask=True)
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    return ids, mask
+
+
+def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, log=print) -> dict[str, Any]:
+    """`config.steps` AdamW steps on assistant tokens; returns training statistics."""
+    import torch
+
+    open_call, close_call = tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"])
+    examples = []
+    for demo in demos:
+        ids, mask = encode(tokenizer, demo)
+        if len(ids) > config.max_tokens:
+            continue
+        weights, inside = [], False
+        for token, m in zip(ids, mask):
+            inside = (inside or token == open_call) and token != close_call
+            weights.append(0.0 if not m else config.call_weight if inside else 1.0)
+        examples.append((torch.tensor(ids), torch.tensor(weights)))
+    if not examples:
+        raise InvalidConfig(f"no demonstration fits max_tokens={config.max_tokens}")
+    # Batches of similar lengths (few pad tokens), visited in a seeded order, epoch after epoch.
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        n = len(examples[i][0])
+        if current and max(longest, n) * (len(current) + 1) > config.batch_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, n)
+    batches.append(current)
+    generator = torch.Generator().manual_seed(config.seed)
+    schedule: list[int] = []
+    while len(schedule) < config.steps:
+        schedule += torch.randperm(len(batches), generator=generator).tolist()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    model.train()
+    losses, tokens = [], 0
+    for step, b in enumerate(schedule[: config.steps]):
+        warm = min(1.0, (step + 1) / 10)
+        decay = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / max(1, config.steps)))
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr * warm * decay
+        batch = [examples[i] for i in batches[b]]
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        weights = torch.zeros((len(batch), width))
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (ids, w) in enumerate(batch):
+            input_ids[row, : len(ids)] = ids                                   # (B, T)
+            attention[row, : len(ids)] = 1
+            weights[row, : len(ids)] = w                                       # 0 outside assistant turns
+        logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, T, V)
+        nll = torch.nn.functional.cross_entropy(                              # (B, T-1): token t+1 from t
+            logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none")
+        w = weights[:, 1:]
+        loss = (nll * w).sum() / w.sum().clamp(min=1.0)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        tokens += int(attention.sum())
+        if (step + 1) % 10 == 0:
+            log(f"step {step + 1}/{config.steps}  loss {sum(losses[-10:]) / len(losses[-10:]):.3f}")
+    model.eval()
+    return {"steps": config.steps, "tokens": tokens, "examples": len(examples), "batches": len(batches),
+            "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4)}
+
+
+# -- the build -------------------------------------------------------------------------
+
+def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, log=print) -> Path:
+    """Build the tiny agent into `out` (default: the cache directory); returns the path."""
+    import torch
+
+    torch.set_num_threads(config.threads)
+    torch.use_deterministic_algorithms(True)
+    out = Path(out) if out else default_cache_dir() / f"{config.preset}-seed{config.seed}"
+    started = time.perf_counter()
+    log(f"demonstrations: {config.episodes} oracle episodes per target env")
+    demos = demonstrations(config)
+    log("tokenizer: training a byte-level BPE")
+    tokenizer = train_tokenizer([_plain_text(d) for d in demos], PRESETS[config.preset]["vocab_size"])
+    model = new_model(config.preset, tokenizer, config.seed)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model: Qwen3 architecture, {n_params / 1e6:.2f} M parameters; SFT for {config.steps} steps")
+    stats = sft(model, tokenizer, demos, config, log)
+    tmp = out.with_name(out.name + ".partial")
+    if tmp.exists():
+        import shutil
+
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "trace_gym_build.json").write_text(json.dumps({
+        "config": asdict(config), "parameters": n_params, "sft": stats}, indent=2, sort_keys=True) + "\n")
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    tmp.rename(out)  # the finished build appears at once, never half-written
+    log(f"built {out} in {time.perf_counter() - started:.0f} s")
+    return out
