@@ -225,6 +225,7 @@ def _cmd_tiny_agent(args: argparse.Namespace) -> int:
     from trace_gym.tinyagent.build import TinyAgentConfig, build
 
     config = TinyAgentConfig(seed=args.seed, preset=args.preset, episodes=args.episodes, steps=args.steps,
+                             warmup_steps=args.warmup_steps, threads=args.threads,
                              weak_kinds=tuple(k for k in (args.weak_kinds or "").split(",") if k),
                              weak_share=args.weak_share)
     path = build(config, Path(args.out) if args.out else None,
@@ -288,8 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", help="directory (default: the cache directory)")
     b.add_argument("--preset", default="default", choices=["default", "fixture"])
-    b.add_argument("--episodes", type=int, default=400, help="oracle demonstrations per target env")
-    b.add_argument("--steps", type=int, default=110, help="SFT steps")
+    b.add_argument("--episodes", type=int, default=500, help="oracle demonstrations per target env")
+    b.add_argument("--steps", type=int, default=800, help="SFT steps")
+    b.add_argument("--warmup-steps", type=int, default=300, help="synthetic copy warm-up steps")
+    b.add_argument("--threads", type=int, default=2, help="torch threads while building")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
     b.add_argument("--weak-share", type=float, default=0.0, help="share of weak-kind demonstrations kept")
     b.set_defaults(run=_cmd_tiny_agent)
