@@ -234,6 +234,24 @@ def _cmd_tiny_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from analysis.aggregate import Params
+    from analysis.pipeline import AnalysisConfig, analyze
+    from analysis.report import table
+
+    config = AnalysisConfig(labeller=args.labeller, runs=args.runs,
+                            params=Params(rho=args.rho, delta=args.delta, k=args.k, n=args.runs),
+                            base_url=args.base_url, model=args.model, api_key=args.api_key,
+                            max_requests=args.max_requests, workers=args.workers)
+    data = analyze(args.runs_files, args.out, config, log=lambda m: print(m, file=sys.stderr))
+    if args.json:
+        print(json.dumps(data))
+    else:
+        table(data)
+        print(f"written: {Path(args.out) / 'selected_capabilities.json'}, {Path(args.out) / 'capabilities.png'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trace-gym", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -278,6 +296,22 @@ def build_parser() -> argparse.ArgumentParser:
         _policy_args(p)
         p.set_defaults(run=run)
 
+    p = sub.add_parser("analyze", help="step 1: select the capabilities the agent lacks")
+    p.add_argument("runs_files", nargs="+", metavar="RUNS", help="trajectory .jsonl files or tau2 results")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--labeller", default="programmatic", choices=["programmatic", "llm"])
+    p.add_argument("--runs", type=int, default=10, help="labelling runs N")
+    p.add_argument("--k", type=int, default=8, help="runs a capability must pass (K of N)")
+    p.add_argument("--rho", type=float, default=0.10, help="coverage threshold")
+    p.add_argument("--delta", type=float, default=0.20, help="Delta threshold")
+    p.add_argument("--base-url", help="analyst endpoint (default: $OPENAI_BASE_URL or $VLLM_BASE_URLS)")
+    p.add_argument("--model", help="analyst model (default: $TRACE_GYM_MODEL)")
+    p.add_argument("--api-key")
+    p.add_argument("--max-requests", type=int, help="cap on LLM requests (rerun to continue)")
+    p.add_argument("--workers", type=int, default=4, help="labelling runs in parallel")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_analyze)
+
     p = sub.add_parser("import-tau2", help="convert tau2-bench results files into trajectory records")
     p.add_argument("results", nargs="+", help="results.json files or results directories")
     p.add_argument("--out", required=True, help="JSON Lines file to append to")
@@ -289,8 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", help="directory (default: the cache directory)")
     b.add_argument("--preset", default="default", choices=["default", "fixture"])
-    b.add_argument("--episodes", type=int, default=500, help="oracle demonstrations per target env")
-    b.add_argument("--steps", type=int, default=800, help="SFT steps")
+    b.add_argument("--episodes", type=int, default=400, help="oracle demonstrations per target env")
+    b.add_argument("--steps", type=int, default=700, help="SFT steps")
     b.add_argument("--warmup-steps", type=int, default=300, help="synthetic copy warm-up steps")
     b.add_argument("--threads", type=int, default=2, help="torch threads while building")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")

@@ -1,0 +1,88 @@
+"""Labelling: N isolated runs (each a fresh conversation) label every (trajectory,
+capability) pair NA / PRESENT / LACKING, as six disjoint id lists per capability, batched
+over trajectories to fit the context (prompts/capability_labeling.md). Each run is saved as
+it completes, so an interrupted analysis resumes without asking again for finished work."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from analysis.discovery import render
+from analysis.llm import Analyst
+from analysis.trajectories import SummaryLimits, batches, summarize
+from trace_gym.audit.lock import write_json_atomic
+
+LISTS = ("na_passed", "na_failed", "present_passed", "present_failed", "lacking_passed", "lacking_failed")
+LABEL_OF = {"na": "NA", "present": "PRESENT", "lacking": "LACKING"}
+
+
+def schema(names: list[str]) -> dict[str, Any]:
+    lists = {"type": "object", "required": list(LISTS),
+             "properties": {k: {"type": "array", "items": {"type": "string"}} for k in LISTS}}
+    return {"type": "object", "required": ["labels"], "properties": {"labels": {
+        "type": "object", "required": names, "properties": {n: lists for n in names}}}}
+
+
+def check_lists(value: dict[str, Any], names: list[str], records: list[dict[str, Any]]) -> str | None:
+    """Each trajectory exactly once per capability, in a list matching its outcome."""
+    outcome = {r["id"]: r["passed"] for r in records}
+    for name in names:
+        lists = value["labels"][name]
+        seen: dict[str, str] = {}
+        for key in LISTS:
+            for tid in lists[key]:
+                if tid not in outcome:
+                    return f"{name}: unknown conversation id {tid!r} in {key}"
+                if tid in seen:
+                    return f"{name}: {tid} is in both {seen[tid]} and {key}"
+                if outcome[tid] != key.endswith("_passed"):
+                    return f"{name}: {tid} {'passed' if outcome[tid] else 'failed'}, so it cannot be in {key}"
+                seen[tid] = key
+        missing = [t for t in outcome if t not in seen]
+        if missing:
+            return f"{name}: conversations {missing[:10]} are in no list (every id exactly once)"
+    return None
+
+
+def label_run(analyst: Analyst, capabilities: list[dict[str, Any]], records: list[dict[str, Any]],
+              budget_chars: int = 60_000, limits: SummaryLimits = SummaryLimits(),
+              run: int = 0) -> dict[str, dict[str, str]]:
+    """One isolated run: capability -> (trajectory id -> label)."""
+    names = [c["name"] for c in capabilities]
+    labels: dict[str, dict[str, str]] = {n: {} for n in names}
+    for group in batches(records, budget_chars, limits):
+        prompt = render("capability_labeling.md", capabilities=capabilities,
+                        summaries=[summarize(r, limits) for r in group], ids=[r["id"] for r in group])
+        # The run index makes each run its own conversation (and its own cache entries).
+        messages = [{"role": "system", "content": f"Labelling run {run + 1}."}, {"role": "user", "content": prompt}]
+        value = analyst.ask_json(messages, schema(names), lambda v, g=group: check_lists(v, names, g), what="labelling")
+        for name in names:
+            for key in LISTS:
+                for tid in value["labels"][name][key]:
+                    labels[name][tid] = LABEL_OF[key.split("_")[0]]
+    return labels
+
+
+def label_runs(analyst_factory, capabilities: list[dict[str, Any]], records: list[dict[str, Any]],
+               runs: int, out_dir: Path, workers: int = 4, **kwargs: Any) -> list[dict[str, dict[str, str]]]:
+    """`runs` runs in parallel; each saved to out_dir/labels/run_<i>.json when it completes,
+    and read back instead of asked again on a rerun."""
+    directory = Path(out_dir) / "labels"
+    directory.mkdir(parents=True, exist_ok=True)
+    key = {"capabilities": [c["name"] for c in capabilities], "trajectories": sorted(r["id"] for r in records)}
+
+    def one(i: int) -> dict[str, dict[str, str]]:
+        path = directory / f"run_{i:02d}.json"
+        if path.is_file():
+            saved = json.loads(path.read_text())
+            if saved.get("key") == key:
+                return saved["labels"]
+        labels = label_run(analyst_factory(), capabilities, records, run=i, **kwargs)
+        write_json_atomic(path, {"key": key, "labels": labels})
+        return labels
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        return list(pool.map(one, range(runs)))

@@ -1,0 +1,84 @@
+"""The programmatic labeller, for trace-gym's own target envs (no LLM).
+
+It reads only the trajectory record: the capabilities the task records as needed, the
+verdict's checks and what the agent did. For a capability the task did not need: NA. For a
+passed trajectory: PRESENT for every needed capability. For a failed one, a needed
+capability is LACKING when the trajectory shows its failure mode, else PRESENT:
+
+- precondition_verification: a refusal check failed (a forbidden request was carried out,
+  or refused without looking up the record or naming the rule);
+- tool_calling_precision: a write call was malformed or refused by its tool (an
+  `invalid_tool_call`, or an "Error: ..." answer to a write);
+- structured_data_reasoning: a required piece of information was not told, or the final
+  database is wrong although every write the agent made went through (a well-formed call
+  with the wrong record or values);
+- multi_step_task_completion: the conversation did not end with the customer satisfied
+  (the step limit was hit, the agent transferred them, or they gave up) and no required
+  information or refusal check failed: a conversation that derails because the agent never
+  told a figure or never named a rule is put down to that, the more specific failure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trace_gym import capabilities as cap
+from trace_gym.messages import INVALID_TOOL_CALL
+from trace_gym.targets.user import GIVE_UP
+from trace_gym.tools import ToolKind
+from trace_gym.worlds import airline, retail
+
+WRITE_TOOLS = {name for tools in (airline.TOOLS, retail.TOOLS) for name in tools.names(ToolKind.WRITE)}
+
+
+def _writes(record: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(tool name, went through) of every write call."""
+    results = {m["tool_call_id"]: m["content"] for m in record["messages"] if m["role"] == "tool"}
+    out = []
+    for m in record["messages"]:
+        for tc in m.get("tool_calls") or []:
+            name = tc["function"]["name"]
+            if name in WRITE_TOOLS:
+                out.append((name, not results.get(tc["id"], "Error").startswith("Error")))
+    return out
+
+
+def _failed_checks(record: dict[str, Any]) -> list[str]:
+    return [c["name"] for c in (record.get("verdict") or {}).get("checks", []) if not c.get("passed")]
+
+
+def lacking(record: dict[str, Any], capability: str) -> bool:
+    failed = _failed_checks(record)
+    writes = _writes(record)
+    if capability == cap.PRECONDITION:
+        return any(name.startswith("refusal") for name in failed)
+    if capability == cap.PRECISION:
+        invalid = any(tc["function"]["name"] == INVALID_TOOL_CALL
+                      for m in record["messages"] for tc in m.get("tool_calls") or [])
+        return invalid or any(not ok for _, ok in writes)
+    if capability == cap.STRUCTURED:
+        told = any(name.startswith("communicate") for name in failed)
+        wrong_world = "database" in failed and bool(writes) and all(ok for _, ok in writes)
+        return told or wrong_world
+    if capability == cap.MULTI_STEP:
+        gave_up = any(m["role"] == "user" and m.get("content") == GIVE_UP for m in record["messages"])
+        explained = any(name.startswith(("communicate", "refusal")) for name in failed)
+        return (gave_up or record.get("termination_reason") != "user_stop") and not explained
+    return False
+
+
+def label(record: dict[str, Any], capability: str) -> str:
+    if capability not in (record.get("capabilities_needed") or []):
+        return "NA"
+    if record["passed"]:
+        return "PRESENT"
+    return "LACKING" if lacking(record, capability) else "PRESENT"
+
+
+def label_all(records: list[dict[str, Any]], capabilities: list[str]) -> dict[str, dict[str, str]]:
+    return {c: {r["id"]: label(r, c) for r in records} for c in capabilities}
+
+
+def describe() -> str:
+    return json.dumps({c: cap.DESCRIPTIONS[c] for c in cap.ALL})

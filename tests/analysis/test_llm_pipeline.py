@@ -1,0 +1,130 @@
+"""The LLM path of the analysis against a local OpenAI-compatible server that plays the
+analyst with scripted JSON, faults included."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from analysis.aggregate import Params
+from analysis.llm import AnalystError
+from analysis.pipeline import AnalysisConfig, analyze
+from tests.agents.fake_server import FakeServer
+from tests.conftest import reference_file
+
+CAPS = ["checking_rules_first", "copying_exact_values", "finishing_every_request", "reading_records_carefully"]
+
+
+def _ids(prompt: str) -> list[str]:
+    return re.findall(r"^### (\S+)", prompt, re.MULTILINE)
+
+
+def _outcomes(prompt: str) -> dict[str, bool]:
+    return {m.group(1): m.group(2) == "PASSED" for m in re.finditer(r"^### (\S+)\s+\((PASSED|FAILED)", prompt, re.MULTILINE)}
+
+
+class Analyst:
+    """Scripted answers; `faults` lists, per prompt, the broken answers given before a good one."""
+
+    def __init__(self, faults=("bad_json", "unknown_id", "missing_id")) -> None:
+        self.faults = list(faults)
+        self.seen: dict[str, int] = {}
+        self.prompts: list[str] = []
+
+    def __call__(self, body):
+        prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        attempt = self.seen.get(prompt, 0)
+        self.seen[prompt] = attempt + 1
+        if attempt == 0:
+            self.prompts.append(prompt)
+        fault = self.faults[attempt] if attempt < len(self.faults) else None
+        outcomes = _outcomes(prompt)
+        if fault == "bad_json":
+            return "ok", {"content": "Here you go: {\"capabilities\": [oops"}
+        if "Propose between" in prompt:
+            ids = list(outcomes)
+            passed = [i for i in ids if outcomes[i]] or ids
+            failed = [i for i in ids if not outcomes[i]] or ids
+            caps = [{"name": n, "definition": f"The agent {n.replace('_', ' ')} in every situation that needs it.",
+                     "examples": [passed[0], failed[0]] if fault != "unknown_id" else ["nobody/0", failed[0]]} for n in CAPS]
+            return "ok", {"content": "```json\n" + json.dumps({"capabilities": caps}) + "\n```"}
+        labels = {}
+        for n in CAPS:
+            lists = {k: [] for k in ("na_passed", "na_failed", "present_passed", "present_failed", "lacking_passed", "lacking_failed")}
+            for tid, ok in outcomes.items():
+                if n == "copying_exact_values":
+                    key = "present_passed" if ok else "lacking_failed"
+                else:
+                    key = "present_passed" if ok else "present_failed"
+                lists[key].append(tid)
+            if fault == "unknown_id":
+                lists["present_passed"].append("ghost/9")
+            if fault == "missing_id" and outcomes:
+                for values in lists.values():
+                    if values:
+                        values.pop()
+                        break
+            labels[n] = lists
+        return "ok", {"content": json.dumps({"labels": labels})}
+
+
+def _tau2_inputs():
+    return [reference_file("tau2/airline_results.json"), reference_file("tau2/retail_results.json")]
+
+
+def _config(server, **kw):
+    return AnalysisConfig(labeller="llm", runs=3, params=Params(k=2, n=3), base_url=server.url, model="fake",
+                          budget_chars=6_000, workers=2, **kw)
+
+
+def test_faulty_answers_are_retried_and_the_result_is_valid(tmp_path):
+    analyst = Analyst()
+    with FakeServer(analyst) as server:
+        data = analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+    by_name = {c["name"]: c for c in data["capabilities"]}
+    assert set(by_name) == set(CAPS)
+    assert by_name["copying_exact_values"]["status"] == "PENDING" and by_name["copying_exact_values"]["passes_consistency"]
+    assert all(by_name[n]["status"] == "NOT_SELECTED" for n in CAPS if n != "copying_exact_values")
+    assert (tmp_path / "capabilities.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "llm_usage.json").read_text())["requests"] > 0
+    # each fault was answered by asking again: discovery 3 times (bad JSON, unknown id, good),
+    # a labelling batch 4 times in its first run (bad JSON, unknown id, missing id, good)
+    discovery = [n for p, n in analyst.seen.items() if "Propose between" in p]
+    assert discovery == [3] and max(analyst.seen.values()) == 4 + 2
+
+
+def test_every_simulation_reaches_the_labelling_input_with_its_outcome(tmp_path):
+    analyst = Analyst(faults=())
+    with FakeServer(analyst) as server:
+        analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+    labelling = [p for p in analyst.prompts if "Propose between" not in p]
+    seen: dict[str, bool] = {}
+    for prompt in labelling:
+        seen.update(_outcomes(prompt))
+    assert len(seen) == 24
+    assert sum(seen.values()) == 13 and sum(not v for v in seen.values()) == 11
+    assert all(t.startswith(("tau2/airline/", "tau2/retail/")) for t in seen)
+
+
+def test_an_analyst_that_never_fits_gives_a_clear_error(tmp_path):
+    with FakeServer(lambda body: ("ok", {"content": "I would rather not."})) as server:
+        with pytest.raises(AnalystError, match="no usable list of capabilities after 4 attempts"):
+            analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+    assert not (tmp_path / "selected_capabilities.json").exists()
+
+
+def test_interrupted_analysis_resumes_to_the_same_result(tmp_path):
+    with FakeServer(Analyst()) as server:
+        full = analyze(_tau2_inputs(), tmp_path / "full", _config(server), log=lambda m: None)
+    analyst = Analyst()
+    with FakeServer(analyst) as server:
+        with pytest.raises(AnalystError, match="request cap"):
+            analyze(_tau2_inputs(), tmp_path / "cut", _config(server, max_requests=9), log=lambda m: None)
+        asked_before = sum(analyst.seen.values())
+        resumed = analyze(_tau2_inputs(), tmp_path / "cut", _config(server), log=lambda m: None)
+    assert resumed == full
+    saved = sorted((tmp_path / "cut" / "labels").glob("run_*.json"))
+    assert len(saved) == 3
+    assert sum(analyst.seen.values()) - asked_before < asked_before + 20  # finished work was not asked again
