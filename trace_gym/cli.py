@@ -252,6 +252,84 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bands(args: argparse.Namespace):
+    from trace_gym.calibration import Bands
+
+    return Bands(mean_reward=(args.min_mean, args.max_mean), success_rate=(args.min_success, args.max_success),
+                 min_reward_std=args.min_std, max_all_success_groups=args.max_all_success,
+                 max_all_zero_groups=args.max_all_zero, max_constant_groups=args.max_constant)
+
+
+def _band_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("calibration bands (inclusive)")
+    g.add_argument("--min-mean", type=float, default=0.2)
+    g.add_argument("--max-mean", type=float, default=0.6)
+    g.add_argument("--min-success", type=float, default=0.2)
+    g.add_argument("--max-success", type=float, default=0.6)
+    g.add_argument("--min-std", type=float, default=0.05)
+    g.add_argument("--max-all-success", type=float, default=0.2)
+    g.add_argument("--max-all-zero", type=float, default=0.2)
+    g.add_argument("--max-constant", type=float, default=0.5)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from trace_gym.calibration import calibrate
+    from trace_gym.rollout import read_records
+
+    bands = _bands(args)
+    out = Path(args.out or f"runs/calibration/{args.env_id.replace('/', '_')}-{args.policy}.jsonl")
+    _run_rollout(args, out, args.samples)
+    from trace_gym.seeding import parse_seed_range, seeds
+
+    wanted = set(seeds(args.split, *parse_seed_range(args.seeds)))
+    records = [r for r in read_records(out) if r["seed"] in wanted and r["sample"] < args.samples]
+    result = calibrate(records, bands)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        verdict = "calibrated" if result["calibrated"] else "NOT calibrated"
+        print(f"{args.env_id}: {verdict}  mean reward {result['mean_reward']:.3f}  success {result['success_rate']:.3f}  "
+              f"std {result['reward_std']:.3f}  all-success groups {result['all_success_groups']:.2f}  all-zero "
+              f"{result['all_zero_groups']:.2f}  constant {result['constant_groups']:.2f}  "
+              + "  ".join(f"pass@{k} {v:.3f}" for k, v in result["pass_at_k"].items()))
+        for problem in result["problems"]:
+            print(f"  - {problem}")
+    return 0 if result["calibrated"] else 1
+
+
+def _cmd_synthesize(args: argparse.Namespace) -> int:
+    from openai import OpenAI
+
+    from trace_gym.agents.endpoint import resolve_base_url
+    from trace_gym.synthesis import Calibration, synthesize
+
+    client = OpenAI(base_url=resolve_base_url(args.base_url), api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+                    max_retries=3, timeout=args.request_timeout)
+    model = args.model or os.environ.get("TRACE_GYM_MODEL") or "default"
+
+    def complete(messages):
+        return client.chat.completions.create(model=model, messages=messages, temperature=args.llm_temperature,
+                                              max_tokens=args.max_tokens).choices[0].message.content or ""
+
+    records = []
+    if args.trajectories:
+        from analysis.trajectories import load_records
+
+        records = load_records(args.trajectories)
+    calibration = None
+    if args.policy:
+        args.temperature = args.policy_temperature
+        calibration = Calibration(policy_factory(args), seeds=args.calibration_seeds,
+                                  samples=args.calibration_samples, bands=_bands(args))
+    results = synthesize(Path(args.selected), complete, records=records,
+                         envs_dir=Path(args.envs_dir) if args.envs_dir else None,
+                         run_dir=Path(args.run_dir), attempts=args.attempts, replace=args.replace,
+                         calibration=calibration, log=lambda m: print(m, file=sys.stderr))
+    for r in results:
+        print(f"{r.capability}: {r.status} after {r.attempts} attempt(s)" + (f" -> {r.env_id} ({r.path})" if r.env_id else ""))
+    return 0 if all(r.status == "READY" for r in results) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trace-gym", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -311,6 +389,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=4, help="labelling runs in parallel")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_analyze)
+
+    p = sub.add_parser("synthesize", help="step 2: write, audit and install an env per selected capability")
+    p.add_argument("selected", help="selected_capabilities.json (its statuses are updated)")
+    p.add_argument("--base-url", help="synthesis agent endpoint (default: $OPENAI_BASE_URL or $VLLM_BASE_URLS)")
+    p.add_argument("--model", help="synthesis agent model (default: $TRACE_GYM_MODEL)")
+    p.add_argument("--api-key")
+    p.add_argument("--trajectories", nargs="*", help="the analysed trajectories (examples and the target's tools)")
+    p.add_argument("--envs-dir", help="where envs are installed (default: generated_envs/ in a checkout)")
+    p.add_argument("--run-dir", default="runs/synthesis", help="every attempt's prompt, reply, module, report")
+    p.add_argument("--attempts", type=int, default=5)
+    p.add_argument("--replace", action="store_true", help="regenerate envs that are already installed")
+    p.add_argument("--llm-temperature", type=float, default=0.7)
+    p.add_argument("--max-tokens", type=int, default=8192)
+    p.add_argument("--request-timeout", type=float, default=600)
+    g = p.add_argument_group("calibration (with a base policy)")
+    g.add_argument("--policy", choices=["oracle", "random", "endpoint", "local"], help="base policy to calibrate with")
+    g.add_argument("--model-path")
+    g.add_argument("--adapter")
+    g.add_argument("--policy-temperature", type=float, default=0.7)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--max-new-tokens", type=int, default=192)
+    g.add_argument("--timeout", type=float, default=60.0)
+    g.add_argument("--retries", type=int, default=3)
+    g.add_argument("--calibration-seeds", type=int, default=100)
+    g.add_argument("--calibration-samples", type=int, default=16)
+    _band_args(p)
+    p.set_defaults(run=_cmd_synthesize)
+
+    p = sub.add_parser("calibrate", help="check an env's difficulty bands for a base policy")
+    p.add_argument("env_id")
+    p.add_argument("--seeds", default="0:100", help="A:B, indices into the split")
+    p.add_argument("--split", default="train", choices=["train", "test"])
+    p.add_argument("--samples", type=int, default=16, help="samples per seed (a GRPO group)")
+    p.add_argument("--out", help="trajectory file (default: runs/calibration/...)")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)))
+    p.add_argument("--hint", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json", action="store_true")
+    _policy_args(p)
+    p.set_defaults(temperature=0.7)
+    _band_args(p)
+    p.set_defaults(run=_cmd_calibrate)
 
     p = sub.add_parser("import-tau2", help="convert tau2-bench results files into trajectory records")
     p.add_argument("results", nargs="+", help="results.json files or results directories")

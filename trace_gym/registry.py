@@ -8,6 +8,7 @@ envs directory that synthesis writes to).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -77,16 +78,32 @@ def read_manifest(text: str, where: str) -> list[dict[str, Any]]:
     return envs
 
 
+def envs_dirs() -> list[Path]:
+    """Directories of synthesized envs besides the shipped one: the per-user directory and
+    any listed in TRACE_GYM_ENVS_DIR (os.pathsep-separated)."""
+    dirs = [user_envs_dir()]
+    dirs += [Path(p) for p in os.environ.get("TRACE_GYM_ENVS_DIR", "").split(os.pathsep) if p]
+    return dirs
+
+
 def _manifests() -> list[tuple[str, str]]:
     """(text, where) of every manifest to load, the shipped one first."""
     out = []
     shipped = resources.files("generated_envs").joinpath("manifest.json")
     if shipped.is_file():
         out.append((shipped.read_text(encoding="utf-8"), str(shipped)))
-    extra = user_envs_dir() / "manifest.json"
-    if extra.is_file():
-        out.append((extra.read_text(encoding="utf-8"), str(extra)))
+    for directory in envs_dirs():
+        extra = directory / "manifest.json"
+        if extra.is_file():
+            out.append((extra.read_text(encoding="utf-8"), str(extra)))
     return out
+
+
+def _load_file_env(path: str, cls: str, **kwargs: Any) -> Any:
+    """An env class from a module file (synthesized envs outside the package)."""
+    from trace_gym.testing.envref import load_env_class
+
+    return load_env_class(Path(path), cls)(**kwargs)
 
 
 _ENTRIES: dict[str, EnvEntry] = {}
@@ -107,9 +124,14 @@ def register_all() -> None:
 
 def _register(entry: EnvEntry) -> None:
     _ENTRIES[entry.id] = entry
-    if entry.id not in gym.registry:
-        gym.register(id=entry.id, entry_point=entry.entry_point, max_episode_steps=MAX_EPISODE_STEPS,
-                     disable_env_checker=False)
+    if entry.id in gym.registry:
+        return
+    entry_point: Any = entry.entry_point
+    if entry_point.startswith("file:"):
+        path, _, cls = entry_point[len("file:"):].rpartition(":")
+        entry_point = functools.partial(_load_file_env, path, cls)
+    gym.register(id=entry.id, entry_point=entry_point, max_episode_steps=MAX_EPISODE_STEPS,
+                 disable_env_checker=False)
 
 
 def list_envs() -> list[EnvEntry]:

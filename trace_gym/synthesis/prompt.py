@@ -1,0 +1,63 @@
+"""What the synthesis agent is told: the capability and failed examples, the target's tool
+schemas, the env contract, the audit rules and one shipped env as the model of the shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from trace_gym.resources import read_prompt
+
+CONTRACT = """\
+- One Python module, importable on its own, that defines exactly one env class subclassing
+  `trace_gym.capability.CapabilityEnv` (or `trace_gym.env.TraceEnv`), with `capability`
+  set to the capability's name.
+- A module docstring that is the spec: the task, the tools, the reward, when the episode
+  ends, and a transfer rationale of 3 to 5 sentences (why training here helps on the target).
+- A frozen config dataclass (subclass `CapabilityConfig`) whose fields are the difficulty
+  knobs, each validated.
+- A task dataclass with `domain`, `kind`, `prefill` (the pre-filled conversation),
+  `hidden` (values the agent must find, never stated in system or user messages),
+  `max_steps`, `capabilities_needed`, `instructions` and `to_json()`.
+- `generate(rng, config) -> (task, world)`: every random choice from `rng` (a
+  `trace_gym.rng.Rng` derived from the episode seed); build worlds with
+  `trace_gym.worlds.airline.AirlineBuilder` / `trace_gym.worlds.retail.RetailBuilder`.
+- `verify(task, initial_world, final_world, messages) -> Verdict`: a pure, programmatic
+  check (world state, exact tool names and arguments), score in [0, 1], with multi-level
+  credit so a group of attempts on one seed gets different rewards.
+- `oracle(task, messages) -> action`: acts from the conversation and reaches reward 1.0.
+- The episode ends at the agent's first reply without a tool call.
+- Degenerate policies (random, always refusing, always calling the first write tool with
+  made-up arguments) must score at most 0.65 on average and 0.35 below the oracle."""
+
+
+def audit_rules() -> str:
+    from trace_gym.audit.static import ALLOWED_MODULES, REFUSED_CALLS
+
+    return (
+        f"- Imports allowed: {', '.join(sorted(ALLOWED_MODULES))}. Nothing else.\n"
+        f"- Refused calls: {', '.join(sorted(REFUSED_CALLS))}; no dunder attribute access, no "
+        "`global`, no numpy module-level random functions, no unseeded generators, no clocks.\n"
+        "- Dynamic checks, in a sandbox with CPU, memory and time limits and no network: "
+        "check_env, determinism (also across processes with different PYTHONHASHSEED), the oracle "
+        "scores 1.0, any change to an oracle write argument scores below 1, degenerate policies "
+        "score low, malformed actions never raise, `hidden` values never appear in system or user "
+        "messages, tool schemas are the target's, tasks differ across seeds, train and test seeds "
+        "give different tasks."
+    )
+
+
+def example_module() -> str:
+    import generated_envs
+
+    return (Path(generated_envs.__file__).parent / "tool_calling_precision.py").read_text()
+
+
+def render(capability: dict[str, Any], examples: list[str], tools: list[dict[str, Any]]) -> str:
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True).from_string(
+        read_prompt("environment_generation.md"))
+    return template.render(capability=capability, examples=examples, tools_json=json.dumps(tools, indent=1),
+                           contract=CONTRACT, audit_rules=audit_rules(), example_module=example_module())
