@@ -444,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="directory (default: the cache directory)")
     b.add_argument("--preset", default="default", choices=["default", "fixture"])
     b.add_argument("--episodes", type=int, default=400, help="oracle demonstrations per target env")
-    b.add_argument("--steps", type=int, default=700, help="SFT steps")
+    b.add_argument("--steps", type=int, default=600, help="SFT steps")
     b.add_argument("--warmup-steps", type=int, default=300, help="synthetic copy warm-up steps")
     b.add_argument("--threads", type=int, default=2, help="torch threads while building")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")

@@ -132,3 +132,37 @@ def test_extract_code():
     assert extract_code("text\n```python\nx = 1\n```\nmore") == "x = 1\n"
     assert extract_code("no code here at all!") is None
     assert extract_code("x = 1\ny = 2") == "x = 1\ny = 2\n"
+
+
+def test_calibration_result_is_fed_back(tmp_path):
+    """With a base policy the module is also calibrated; out of band, the figures go back."""
+    import functools
+
+    from tests.synthesis.test_calibration import Sometimes
+    from trace_gym import synthesis
+    from trace_gym.calibration import Bands
+
+    good = TEMPLATE.read_text()
+    seen = []
+
+    def script(body):
+        seen.append(body["messages"])
+        return "ok", _reply(good)
+
+    selected = _selected(tmp_path)
+    with FakeServer(script) as server:
+        from openai import OpenAI
+
+        client = OpenAI(base_url=server.url, api_key="x")
+
+        def complete(messages):
+            return client.chat.completions.create(model="fake", messages=messages).choices[0].message.content
+
+        too_easy = synthesis.Calibration(functools.partial(Sometimes, 1.0), seeds=8, samples=4, bands=Bands())
+        results = synthesis.synthesize(selected, complete, envs_dir=tmp_path / "envs", run_dir=tmp_path / "run",
+                                       attempts=2, calibration=too_easy, kit_settings=FAST, limits=TIGHT,
+                                       log=lambda m: None)
+    assert results[0].status == "FAILED"
+    assert "too easy" in seen[1][-1]["content"]
+    report = json.loads((tmp_path / "run" / NAME / "attempt_1" / "report.json").read_text())
+    assert report["calibration"]["success_rate"] == 1.0 and not report["calibration"]["calibrated"]

@@ -51,7 +51,7 @@ class TinyAgentConfig:
     """Request kinds left out of the demonstrations, so the agent stays weak on them."""
     weak_share: float = 0.0
     """Share of demonstrations with a weak kind that are kept anyway (in [0, 1])."""
-    steps: int = 700
+    steps: int = 600
     """SFT optimiser steps (a fixed count, so the build does not depend on the machine's speed;
     with the warm-up, about four and a half minutes on two CPU cores for the default preset)."""
     max_tokens: int = 1536
@@ -206,11 +206,20 @@ def encode(tokenizer, demo: dict[str, Any]) -> tuple[list[int], list[int]] | Non
     return ids, mask
 
 
+QUESTIONS = {
+    "user_id": "Could you please tell me your user id?",
+    "reservation_id": "Which reservation is this about? Please give me the reservation id.",
+    "order_id": "Which order is this about? Please give me the order id.",
+    "email": "First I need to verify your identity: what is your email address?",
+    "flight_number": "Which flight do you mean? Please tell me the flight number and date.",
+}
+
+
 def lookup_drills(seed: int, n: int) -> list[dict[str, Any]]:
-    """Short synthetic turns: a customer states a few facts, the agent calls the tool that
-    takes one of them. They teach the lookup every id in a real episode needs (find the
-    value the customer gave for this key, copy it exactly) on examples a few dozen tokens
-    long, where a demonstration spends a thousand tokens per copy."""
+    """Short synthetic turns: the agent asks for a value, the customer gives it (among
+    other facts), the agent calls the tool that takes it. They teach the lookup every id in
+    a real episode needs (find the value asked for, copy it exactly) on examples a few
+    dozen tokens long, where a demonstration spends a thousand tokens per copy."""
     import numpy as np
 
     from trace_gym.rng import Rng
@@ -220,27 +229,35 @@ def lookup_drills(seed: int, n: int) -> list[dict[str, Any]]:
     drills = []
     for _ in range(n):
         first, last = rng.choice(people.FIRST_NAMES), rng.choice(people.LAST_NAMES)
-        facts = {
-            "user_id": (f"My user id is {first.lower()}_{last.lower()}_{rng.digits(4)}.", "get_user_details"),
-            "reservation_id": (f"The reservation id is {rng.letters(6)}.", "get_reservation_details"),
-            "order_id": (f"The order id is #W{rng.digits(7)}.", "get_order_details"),
-            "email": (f"My email is {first.lower()}.{last.lower()}{rng.digits(4)}@example.com.", "find_user_id_by_email"),
-            "flight_number": (f"It's flight HAT{rng.digits(3)} on 2024-05-{rng.integer(14, 19):02d}.", "get_flight_status"),
+        date = f"2024-05-{rng.integer(14, 19):02d}"
+        values = {
+            "user_id": f"{first.lower()}_{last.lower()}_{rng.digits(4)}",
+            "reservation_id": rng.letters(6),
+            "order_id": f"#W{rng.digits(7)}",
+            "email": f"{first.lower()}.{last.lower()}{rng.digits(4)}@example.com",
+            "flight_number": f"HAT{rng.digits(3)}",
         }
-        keys = rng.sample(list(facts), rng.integer(1, 3))
-        key = rng.choice(keys)
-        text, tool = facts[key]
-        value = text.split(" ")[-1].rstrip(".") if key != "flight_number" else text.split(" ")[2]
-        if key == "order_id":
-            value = text.split(" ")[-1].rstrip(".")
-        arguments = {key: value}
+        said = {
+            "user_id": f"My user id is {values['user_id']}.",
+            "reservation_id": f"The reservation id is {values['reservation_id']}.",
+            "order_id": f"The order id is {values['order_id']}.",
+            "email": f"My email is {values['email']}.",
+            "flight_number": f"It's flight {values['flight_number']} on {date}.",
+        }
+        tools = {"user_id": "get_user_details", "reservation_id": "get_reservation_details",
+                 "order_id": "get_order_details", "email": "find_user_id_by_email", "flight_number": "get_flight_status"}
+        key = rng.choice(list(values))
+        others = rng.sample([k for k in values if k != key], rng.integer(0, 2))
+        facts = [key, *others]
+        rng.shuffle(facts)
+        arguments = {key: values[key]}
         if key == "flight_number":
-            arguments["date"] = text.split(" ")[-1].rstrip(".")
-        said = " ".join(facts[k][0] for k in keys)
+            arguments["date"] = date
         drills.append({"messages": [
-            {"role": "user", "content": said},
+            {"role": "assistant", "content": QUESTIONS[key]},
+            {"role": "user", "content": " ".join(said[k] for k in facts)},
             {"role": "assistant", "content": None, "tool_calls": [{"id": "d", "type": "function", "function": {
-                "name": tool, "arguments": json.dumps(arguments)}}]}], "tools": [], "kinds": ["drill"]})
+                "name": tools[key], "arguments": json.dumps(arguments)}}]}], "tools": [], "kinds": ["drill"]})
     return drills
 
 
