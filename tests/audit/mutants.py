@@ -61,7 +61,7 @@ HOSTILE = {
     "global_random": ({"imports": "import random", "generate": "rng = Rng.from_seed(random.randrange(9))"}, "global random"),
     "clock": ({"imports": "import time", "generate": "rng = Rng.from_seed(int(time.time()))"}, "clock"),
     "infinite_loop": ({"generate": "while True:\n    pass"}, "CPU"),
-    "memory_bomb": ({"generate": "hog = [0] * (2 ** 34)"}, "MemoryError"),
+    "memory_bomb": ({"generate": "hog = [0] * (2 ** 34)"}, "out of memory"),
     "unstable_generator": (KIT_MUTANTS["determinism"], "determinism"),
     "oracle_rejected": (KIT_MUTANTS["oracle_solves"], "oracle scored"),
     "verifier_always_one": ({"verify": "ok = True"}, "still scored 1.0"),

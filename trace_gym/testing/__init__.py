@@ -54,6 +54,8 @@ def run_property(name: str, ref: EnvRef, settings: KitSettings = KitSettings(), 
         passed = True
     except PropertyFailed as exc:
         detail, passed = str(exc), False
+    except MemoryError:  # a resource limit, not a property: stop the whole kit at once
+        raise
     except Exception as exc:  # noqa: BLE001  (an env that crashes fails the property, with the error)
         detail, passed = f"raised {type(exc).__name__}: {exc}", False
     return PropertyResult(name, passed, detail, time.perf_counter() - start)

@@ -197,6 +197,8 @@ def malformed_actions(ref: EnvRef, s: KitSettings) -> str:
         for action in actions:
             try:
                 obs, reward, terminated, truncated, _ = env.step(action)
+            except MemoryError:  # a resource limit, reported as such by the caller
+                raise
             except Exception as exc:  # the property: nothing a model sends raises
                 _fail(f"step({action!r:.120}) raised {type(exc).__name__}: {exc}")
             if not 0.0 <= reward <= 1.0:
