@@ -56,16 +56,18 @@ class RetailBuilder:
 
     # -- products ------------------------------------------------------------------
 
-    def add_product(self, name: str) -> Record:
+    def add_product(self, name: str, variants: int | None = None) -> Record:
+        """A product with up to `variants` variants (default: the size's; a task whose agent
+        never sees the store may need only the ones it orders)."""
         rng = self.rng
         r, ids = rng.random, self._ids
         base, options = CATALOGUE[name]
         names, values = tuple(options), tuple(options.values())
         product_id = people.unique_id(rng, ids, lambda g: g.digits(10))
-        variants: dict[str, Record] = {}
+        made: dict[str, Record] = {}
         combos: set[tuple[str, ...]] = set()
         # Written for speed: variants are most of what a retail world is made of.
-        for _ in range(self.size.variants):
+        for _ in range(self.size.variants if variants is None else variants):
             combo = tuple([vals[int(r() * len(vals))] for vals in values])
             if combo in combos:
                 continue
@@ -74,13 +76,13 @@ class RetailBuilder:
             while item_id in ids:
                 item_id = str(int(r() * 10**10)).zfill(10)
             ids.add(item_id)
-            variants[item_id] = {
+            made[item_id] = {
                 "item_id": item_id,
                 "options": dict(zip(names, combo)),
                 "available": r() < 0.75,
                 "price": round(base * (0.8 + 0.4 * r()), 2),
             }
-        product = {"name": name, "product_id": product_id, "variants": variants}
+        product = {"name": name, "product_id": product_id, "variants": made}
         self.world.insert("products", product_id, product)
         return product
 
