@@ -33,10 +33,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.capability import CapabilityConfig, CapabilityEnv, Prefill, in_range, next_step, write_calls
+from trace_gym.capability import (
+    CapabilityConfig,
+    CapabilityEnv,
+    Prefill,
+    any_item,
+    domain_toolsets,
+    in_range,
+    next_step,
+    retail_store,
+    write_calls,
+)
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
-from trace_gym.worlds import airline, people, retail
+from trace_gym.worlds import airline, people
 from trace_gym.worlds.airline.data import FREE_BAGS, TODAY
 from trace_gym.worlds.world import World
 
@@ -49,8 +59,7 @@ TOOLS = {
 }
 OPERATION_WEIGHTS = {"airline": (50, 29, 14, 7), "retail": (48, 39, 10, 3)}  # for 2, 3, 4, 5
 AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
-RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=3, users=0)
-TOOLSETS = {"airline": airline.TOOLS, "retail": retail.TOOLS}
+TOOLSETS = domain_toolsets(TOOLS)
 
 
 # -- config ----------------------------------------------------------------------------
@@ -142,7 +151,7 @@ def _airline_operations(rng: Rng, n: int) -> tuple[list[dict[str, Any]], Any, Wo
 
 
 def _retail_operations(rng: Rng, n: int) -> tuple[list[dict[str, Any]], Any, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=2)
     user = b.add_user()
     card = b.payment_ids(user, "credit_card")[0]
     kinds = [rng.choice(("cancel", "address", "return", "user_address")) for _ in range(n)]
@@ -157,7 +166,8 @@ def _retail_operations(rng: Rng, n: int) -> tuple[list[dict[str, Any]], Any, Wor
             write = {"name": "modify_user_address", "arguments": {"user_id": user["user_id"], **_fields(new)}}
             ops.append({"text": text, "write": write, "record": ["users", user["user_id"]]})
             continue
-        order = b.add_order(user, status="delivered" if kind == "return" else "pending", payment_id=card)
+        order = b.add_order(user, status="delivered" if kind == "return" else "pending", items=any_item(rng, b),
+                            payment_id=card)
         oid = order["order_id"]
         if kind == "cancel":
             reason = rng.choice(("no longer needed", "ordered by mistake"))
@@ -188,7 +198,7 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
     n = rng.weighted(counts, weights)
     make = _airline_operations if domain == "airline" else _retail_operations
     ops, user, world = make(rng, n)
-    pre = Prefill(world, TOOLSETS[domain].subset(TOOLS[domain]))
+    pre = Prefill(world, TOOLSETS[domain])
     pre.user(f"Hi, I'm user {user['user_id']}. I need several things done: "
              + " ".join(f"({i}) {op['text']}" for i, op in enumerate(ops, 1))
              + " I confirm all of them: please go ahead.")

@@ -39,15 +39,18 @@ from trace_gym.capability import (
     CapabilityConfig,
     CapabilityEnv,
     Prefill,
+    any_item,
+    domain_toolsets,
     final_reply,
     in_range,
     next_step,
+    retail_store,
     write_calls,
 )
 from trace_gym.rng import Rng
 from trace_gym.targets.user import mentions
 from trace_gym.verdict import Check, Verdict
-from trace_gym.worlds import airline, retail
+from trace_gym.worlds import airline
 from trace_gym.worlds.airline.data import TODAY, date_of
 from trace_gym.worlds.world import World
 
@@ -58,9 +61,9 @@ TOOLS = {
     "retail": ["get_user_details", "get_order_details", "cancel_pending_order",
                "return_delivered_order_items", "modify_pending_order_payment"],
 }
+TOOLSETS = domain_toolsets(TOOLS)
 MAX_STEPS = 6
 AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
-RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=3, users=0)
 
 
 # -- config ----------------------------------------------------------------------------
@@ -185,7 +188,7 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     for _ in range(config.distractors):
         b.add_reservation(user, itinerary=[flight], day=rng.integer(TODAY + 1, TODAY + 3), flight_type="one_way")
     world = b.build()
-    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre = Prefill(world, TOOLSETS["airline"])
     pre.user(f"Hi, I'm {user['name']['first_name']} {user['name']['last_name']}, user id {user['user_id']}. "
              f"{request} Yes, I confirm: please go ahead.")
     if kind != "cancel_reservation":  # the payment method is named from the profile
@@ -197,7 +200,7 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
 
 
 def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=2)
     user = b.add_user(gift_card_balance=float(rng.integer(10, 300)), paypal=True)
     card = b.payment_ids(user, "credit_card")[0]
     kind = rng.choice(("cancel_order", "return_items", "modify_order_payment"))
@@ -205,7 +208,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     writes: list[dict[str, Any]] = []
     if kind == "cancel_order":
         status = rng.choice(("processed", "delivered")) if forbidden else "pending"
-        order = b.add_order(user, status=status, payment_id=card)
+        order = b.add_order(user, status=status, items=any_item(rng, b), payment_id=card)
         reason = rng.choice(("no longer needed", "ordered by mistake"))
         request = f"Please cancel order {order['order_id']}; reason: {reason}."
         if forbidden:
@@ -214,7 +217,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
             writes = [{"name": "cancel_pending_order", "arguments": {"order_id": order["order_id"], "reason": reason}}]
     elif kind == "return_items":
         status = rng.choice(("pending", "processed")) if forbidden else "delivered"
-        order = b.add_order(user, status=status, payment_id=card)
+        order = b.add_order(user, status=status, items=any_item(rng, b), payment_id=card)
         items = [order["items"][0]["item_id"]]
         request = (f"Please return the {order['items'][0]['name']} (item {items[0]}) from order "
                    f"{order['order_id']}, refund to the original payment method.")
@@ -226,7 +229,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     else:  # pay a pending order with the gift card
         gift = b.payment_ids(user, "gift_card")[0]
         balance = user["payment_methods"][gift]["balance"]
-        order = b.add_order(user, status="pending", payment_id=card)
+        order = b.add_order(user, status="pending", items=any_item(rng, b), payment_id=card)
         total = order["payment_history"][0]["amount"]
         if forbidden and total <= balance:  # make the gift card too small for this order
             user["payment_methods"][gift]["balance"] = balance = round(total * 0.5, 2)
@@ -239,9 +242,9 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
             writes = [{"name": "modify_pending_order_payment", "arguments": {
                 "order_id": order["order_id"], "payment_method_id": gift}}]
     for _ in range(config.distractors):
-        b.add_order(user, payment_id=card)
+        b.add_order(user, items=any_item(rng, b), payment_id=card)
     world = b.build()
-    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre = Prefill(world, TOOLSETS["retail"])
     pre.user(f"Hi, I'm {user['name']['first_name']} {user['name']['last_name']}, user id {user['user_id']}, "
              f"email {user['email']}. {request} Yes, I confirm: please go ahead.")
     if kind == "modify_order_payment":  # the gift card balance is in the profile
@@ -267,9 +270,6 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 
 
 # -- verifier --------------------------------------------------------------------------
-
-TOOLSETS = {"airline": airline.TOOLS, "retail": retail.TOOLS}
-
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
     if not task.forbidden:

@@ -35,10 +35,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.capability import CapabilityConfig, CapabilityEnv, Prefill, in_range, next_step, write_calls
+from trace_gym.capability import (
+    CapabilityConfig,
+    CapabilityEnv,
+    Prefill,
+    domain_toolsets,
+    in_range,
+    next_step,
+    retail_store,
+    write_calls,
+)
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
-from trace_gym.worlds import airline, retail
+from trace_gym.worlds import airline
 from trace_gym.worlds.airline.data import FREE_BAGS, TODAY, date_of
 from trace_gym.worlds.retail.data import CATALOGUE, describe_options
 from trace_gym.worlds.world import World
@@ -50,9 +59,9 @@ TOOLS = {
     "retail": ["get_user_details", "get_order_details", "get_product_details",
                "exchange_delivered_order_items", "cancel_pending_order"],
 }
+TOOLSETS = domain_toolsets(TOOLS)
 MAX_STEPS = 5
 AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
-RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=5, users=0)
 
 
 # -- config ----------------------------------------------------------------------------
@@ -130,7 +139,7 @@ def _cheapest_flight(rng: Rng, config: Config) -> tuple[Task, World]:
     world = b.build()
     request = (f"Please move reservation {res['reservation_id']} to the {goal} direct flight on {new_date}, "
                f"same cabin, and use {_card_phrase(method)} for any fare difference.")
-    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre = Prefill(world, TOOLSETS["airline"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
@@ -161,7 +170,7 @@ def _bag_fee(rng: Rng, config: Config) -> tuple[Task, World]:
     world = b.build()
     request = (f"Please add {add} checked bag{'s' if add > 1 else ''} to reservation {res['reservation_id']}, "
                f"charged to {_card_phrase(method)}.")
-    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre = Prefill(world, TOOLSETS["airline"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
@@ -173,9 +182,9 @@ def _bag_fee(rng: Rng, config: Config) -> tuple[Task, World]:
 
 
 def _variant_exchange(rng: Rng, config: Config) -> tuple[Task, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=1, variants=5)  # the one product looked up
     user = b.add_user(gift_card_balance=float(rng.integer(200, 600)))
-    product = rng.choice(list(b.world.products.values()))
+    product = next(iter(b.world.products.values()))
     old = rng.choice(list(product["variants"].values()))
     option = rng.choice(list(old["options"]))
     value = rng.choice([v for v in CATALOGUE[product["name"]][1][option] if v != old["options"][option]])
@@ -191,7 +200,7 @@ def _variant_exchange(rng: Rng, config: Config) -> tuple[Task, World]:
     world = b.build()
     request = (f"I'd like to exchange the {product['name']} from order {order['order_id']} for the same "
                f"one but with {option} {value}, everything else the same; use {where} for any difference.")
-    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre = Prefill(world, TOOLSETS["retail"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_order_details", order_id=order["order_id"])
@@ -204,7 +213,7 @@ def _variant_exchange(rng: Rng, config: Config) -> tuple[Task, World]:
 
 
 def _order_by_description(rng: Rng, config: Config) -> tuple[Task, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=3)  # the orders show one item each
     user = b.add_user()
     card = b.payment_ids(user, "credit_card")[0]
     products = list(b.world.products.values())
@@ -224,7 +233,7 @@ def _order_by_description(rng: Rng, config: Config) -> tuple[Task, World]:
     world = b.build()
     request = (f"Please cancel my order that hasn't shipped yet, the one with the {target['name']}; "
                f"reason: {reason}.")
-    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre = Prefill(world, TOOLSETS["retail"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     for oid in user["orders"]:

@@ -33,10 +33,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.capability import CapabilityConfig, CapabilityEnv, Prefill, next_step, write_calls
+from trace_gym.capability import (
+    CapabilityConfig,
+    CapabilityEnv,
+    Prefill,
+    any_item,
+    domain_toolsets,
+    next_step,
+    retail_store,
+    write_calls,
+)
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
-from trace_gym.worlds import airline, people, retail
+from trace_gym.worlds import airline, people
 from trace_gym.worlds.airline.data import BAG_FEE, FREE_BAGS, INSURANCE_FEE, TODAY, date_of
 from trace_gym.worlds.retail.data import CATALOGUE, describe_options
 from trace_gym.worlds.world import World
@@ -48,9 +57,9 @@ TOOLS = {
     "retail": ["get_user_details", "get_order_details", "modify_pending_order_address",
                "exchange_delivered_order_items", "modify_user_address"],
 }
+TOOLSETS = domain_toolsets(TOOLS)
 MAX_STEPS = 4
 AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
-RETAIL_SIZE = retail.RetailWorldSize(products=3, variants=4, users=0)
 
 
 # -- config ----------------------------------------------------------------------------
@@ -123,7 +132,7 @@ def _book(rng: Rng) -> tuple[Task, World]:
                + ", ".join(f"flight {f['flight_number']} on {f['date']}" for f in flights)
                + f", {cabin.replace('_', ' ')}, for {who}; {bags} checked bags of which {nonfree} paid; "
                f"insurance: {insurance}. Pay {pay}.")
-    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre = Prefill(world, TOOLSETS["airline"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     gold = {"name": "book_reservation", "arguments": {
@@ -155,7 +164,7 @@ def _flights(rng: Rng) -> tuple[Task, World]:
     request = (f"Please change reservation {res['reservation_id']}: replace the outbound flight with "
                f"{other['flight_number']} on {new_date}, keep the return flight {back['flight_number']} on "
                f"{back['date']}, same cabin, and use {_card(card)} for the difference.")
-    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre = Prefill(world, TOOLSETS["airline"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
@@ -181,7 +190,7 @@ def _passengers(rng: Rng) -> tuple[Task, World]:
     world = b.build()
     request = (f"On reservation {res['reservation_id']}, passenger {old['first_name']} {old['last_name']} should be "
                f"{new['first_name']} {new['last_name']}, born {new['dob']}; the other passengers stay as they are.")
-    pre = Prefill(world, airline.TOOLS.subset(TOOLS["airline"]))
+    pre = Prefill(world, TOOLSETS["airline"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
     gold = {"name": "update_reservation_passengers", "arguments": {
@@ -199,13 +208,13 @@ def _fields(a: dict[str, str]) -> dict[str, str]:
 
 
 def _order_address(rng: Rng) -> tuple[Task, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=1)
     user = b.add_user()
-    order = b.add_order(user, status="pending")
+    order = b.add_order(user, status="pending", items=any_item(rng, b))
     new = people.address(rng)
     world = b.build()
     request = f"Please ship order {order['order_id']} to {_address_text(new)}."
-    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre = Prefill(world, TOOLSETS["retail"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_order_details", order_id=order["order_id"])
     gold = {"name": "modify_pending_order_address", "arguments": {"order_id": order["order_id"], **_fields(new)}}
@@ -213,12 +222,12 @@ def _order_address(rng: Rng) -> tuple[Task, World]:
 
 
 def _user_address(rng: Rng) -> tuple[Task, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=0)  # the profile is all this change touches
     user = b.add_user()
     new = people.address(rng)
     world = b.build()
     request = f"Please change my default address to {_address_text(new)}."
-    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre = Prefill(world, TOOLSETS["retail"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     gold = {"name": "modify_user_address", "arguments": {"user_id": user["user_id"], **_fields(new)}}
@@ -226,9 +235,9 @@ def _user_address(rng: Rng) -> tuple[Task, World]:
 
 
 def _exchange(rng: Rng) -> tuple[Task, World]:
-    b = retail.RetailBuilder(rng, RETAIL_SIZE)
+    b = retail_store(rng, products=2)  # the variants asked for are added below
     user = b.add_user(gift_card_balance=float(rng.integer(300, 900)))
-    products = rng.sample(list(b.world.products.values()), 2)
+    products = list(b.world.products.values())
     items, olds, news = [], [], []
     for product in products:
         old = rng.choice(list(product["variants"].values()))
@@ -245,7 +254,7 @@ def _exchange(rng: Rng) -> tuple[Task, World]:
                + "; and ".join(f"the {p['name']} (item {o['item_id']}) for item {n['item_id']} "
                                f"({describe_options(n['options'])})" for (p, _), o, n in zip(items, olds, news))
                + "; any price difference goes to my gift card.")
-    pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
+    pre = Prefill(world, TOOLSETS["retail"])
     pre.user(f"Hi, I'm user {user['user_id']}. {request} I confirm.")
     pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_order_details", order_id=order["order_id"])

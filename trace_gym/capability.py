@@ -27,9 +27,11 @@ from trace_gym.rng import Rng
 from trace_gym.tools import Tool, ToolKind, Toolset
 from trace_gym.verdict import Verdict
 from trace_gym.worlds import airline, retail
-from trace_gym.worlds.world import World
+from trace_gym.worlds.retail.data import CATALOGUE
+from trace_gym.worlds.world import Record, World
 
 DOMAIN_TOOLS = {"airline": airline.TOOLS, "retail": retail.TOOLS}
+WRITE_TOOLS = {domain: frozenset(tools.names(ToolKind.WRITE)) for domain, tools in DOMAIN_TOOLS.items()}
 POLICIES = {
     ("airline", "full"): airline.POLICY, ("airline", "compact"): airline.POLICY_COMPACT,
     ("retail", "full"): retail.POLICY, ("retail", "compact"): retail.POLICY_COMPACT,
@@ -82,6 +84,12 @@ def system_prompt(domain: str, style: str) -> str:
     return f"{INTRO[domain]}\n\n{POLICIES[(domain, style)]}"
 
 
+def domain_toolsets(tools_by_domain: dict[str, list[str]]) -> dict[str, Toolset]:
+    """Domain -> the named target tools, as one toolset (built once per module: a reset
+    should not pay for it)."""
+    return {domain: DOMAIN_TOOLS[domain].subset(names) for domain, names in tools_by_domain.items()}
+
+
 def union_toolset(tools_by_domain: dict[str, list[str]]) -> Toolset:
     """Every tool the env can expose, for its action space. Tools of the same name in both
     domains have the same parameters, so one schema serves both."""
@@ -92,6 +100,26 @@ def union_toolset(tools_by_domain: dict[str, list[str]]) -> Toolset:
     return Toolset(seen.values())
 
 
+PRODUCT_NAMES = tuple(sorted(CATALOGUE))
+
+
+def retail_store(rng: Rng, products: int, variants: int = 1) -> retail.RetailBuilder:
+    """A retail builder whose store holds `products` product types from the catalogue, with
+    up to `variants` variants each. Building a product costs more than anything else in a
+    retail task, and the agent only ever meets the products of its task's records: no
+    capability env lets it list the store."""
+    builder = retail.RetailBuilder(rng, retail.RetailWorldSize(users=0), products=False)
+    for name in rng.sample(PRODUCT_NAMES, products):
+        builder.add_product(name, variants)
+    return builder
+
+
+def any_item(rng: Rng, builder: retail.RetailBuilder) -> list[tuple[Record, Record]]:
+    """One random item of the store, as an order's items."""
+    product = rng.choice(list(builder.world.products.values()))
+    return [(product, rng.choice(list(product["variants"].values())))]
+
+
 @dataclass
 class Prefill:
     """Builds the conversation an episode starts from, running lookups on the world."""
@@ -99,18 +127,22 @@ class Prefill:
     world: World
     toolset: Toolset
     messages: list[msg.Message] = field(default_factory=list)
+    turns: int = 0
+    """Assistant messages so far (a lookup's call id is numbered by it)."""
 
     def user(self, text: str) -> None:
         self.messages.append(msg.user(text))
 
     def say(self, text: str) -> None:
         self.messages.append({"role": "assistant", "content": text})
+        self.turns += 1
 
     def lookup(self, name: str, **arguments: Any) -> Any:
         """Call a read tool as the agent did earlier; returns the tool's output."""
         tool = self.toolset[name]
         assert tool.kind is not ToolKind.WRITE, f"a pre-filled lookup cannot write ({name})"
-        call_id = f"call_prefill_{sum(1 for m in self.messages if m['role'] == 'assistant')}"
+        call_id = f"call_prefill_{self.turns}"
+        self.turns += 1
         self.messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function",
              "function": {"name": name, "arguments": json.dumps(arguments)}}]})
@@ -128,13 +160,15 @@ def agent_turns(task: Any, messages: list[msg.Message]) -> list[msg.Message]:
 
 def write_calls(task: Any, messages: list[msg.Message]) -> list[tuple[str, Any, bool]]:
     """(name, arguments, succeeded) of every write call the agent made, in order."""
-    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
-    tools = DOMAIN_TOOLS[task.domain]
+    own = messages[1 + len(task.prefill):]
+    results = {m["tool_call_id"]: m["content"] for m in own if m["role"] == "tool"}
+    writes = WRITE_TOOLS[task.domain]
     out = []
-    for m in agent_turns(task, messages):
-        for tc, (name, args) in zip(m.get("tool_calls") or (), msg.tool_calls_of(m)):
-            if name in tools and tools[name].kind is ToolKind.WRITE:
-                out.append((name, args, not results.get(tc["id"], "Error").startswith("Error")))
+    for m in own:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            for tc, (name, args) in zip(m["tool_calls"], msg.tool_calls_of(m)):
+                if name in writes:
+                    out.append((name, args, not results.get(tc["id"], "Error").startswith("Error")))
     return out
 
 
@@ -175,7 +209,7 @@ class CapabilityEnv(TraceEnv):
             raise InvalidConfig(f"unknown argument(s) {sorted(unknown)} for {type(self).__name__}; "
                                 f"allowed: {', '.join(names + ['render_mode'])}")
         self.config = self.Config(**knobs)
-        self._toolsets = {d: DOMAIN_TOOLS[d].subset(n) for d, n in self.tools.items()}
+        self._toolsets = domain_toolsets(self.tools)
         super().__init__(union_toolset(self.tools), render_mode=render_mode)
 
     def _new_episode(self, rng: Rng) -> NewEpisode:
