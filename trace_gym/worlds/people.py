@@ -53,8 +53,11 @@ def address(rng: Rng) -> dict[str, str]:
     }
 
 
+TWO_DIGITS = tuple(f"{n:02d}" for n in range(100))  # a lookup costs less than formatting
+
+
 def birth_date(rng: Rng, first_year: int = 1950, last_year: int = 2005) -> str:
-    return f"{rng.integer(first_year, last_year)}-{rng.integer(1, 12):02d}-{rng.integer(1, 28):02d}"
+    return f"{rng.integer(first_year, last_year)}-{TWO_DIGITS[rng.integer(1, 12)]}-{TWO_DIGITS[rng.integer(1, 28)]}"
 
 
 def unique_id(rng: Rng, taken: set[str], make) -> str:

@@ -10,6 +10,7 @@ needs next to distractors; `generate_world` makes a whole world of a given size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from trace_gym.config import require
 from trace_gym.rng import Rng
@@ -73,8 +74,20 @@ class AirlineWorldSize:
         return range(self.first_day, self.first_day + self.days)
 
 
+@lru_cache(maxsize=None)  # formatting costs more than the rest of a flight's times
 def _hhmm(minutes: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+AIRPORT_CODES = tuple(code for code, _ in AIRPORTS)
+RESERVED_IDS = frozenset(NEW_RESERVATION_IDS + NEW_CERTIFICATE_IDS)
+
+
+@lru_cache(maxsize=None)
+def _schedule(first_day: int, days: int) -> tuple[tuple[int, str, str], ...]:
+    """(day, date, timestamp prefix) of each scheduled day: the same for every world of a
+    size, and formatting them is a good part of a small world's cost."""
+    return tuple((day, date_of(day), date_of(day) + "T") for day in range(first_day, first_day + days))
 
 
 class AirlineBuilder:
@@ -86,10 +99,10 @@ class AirlineBuilder:
         self.size = size
         self.world = AirlineWorld()
         self._names: set[tuple[str, str]] = set()
-        self._ids: set[str] = set(NEW_RESERVATION_IDS) | set(NEW_CERTIFICATE_IDS)
-        airports = rng.sample([code for code, _ in AIRPORTS], size.airports)
+        self._ids: set[str] = set(RESERVED_IDS)
+        airports = rng.sample(AIRPORT_CODES, size.airports)
         self.hub, self.spokes = airports[0], airports[1:]
-        self._dates = [(day, date_of(day), date_of(day) + "T") for day in size.days_range]
+        self._dates = _schedule(size.first_day, size.days)
         self._routes: dict[tuple[str, str], list[Record]] = {}
         if network:
             self._network()
@@ -315,6 +328,7 @@ class AirlineBuilder:
         return self.world
 
 
+@lru_cache(maxsize=None)
 def _hours_before_now(hours: int) -> str:
     """'YYYY-MM-DDTHH:MM:SS', `hours` before 2024-05-15T15:00:00."""
     total = (TODAY - 1) * 24 + 15 - hours  # hours since 2024-05-01T00:00
