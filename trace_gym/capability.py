@@ -36,6 +36,9 @@ POLICIES = {
     ("airline", "full"): airline.POLICY, ("airline", "compact"): airline.POLICY_COMPACT,
     ("retail", "full"): retail.POLICY, ("retail", "compact"): retail.POLICY_COMPACT,
 }
+# json.dumps's output, minus its check for cycles (records are trees): a pre-filled
+# conversation serialises several records per reset.
+JSON = json.JSONEncoder(check_circular=False)
 INTRO = {
     "airline": "You are a customer service agent for an airline. Follow the policy below.",
     "retail": "You are a customer service agent for an online store. Follow the policy below.",
@@ -145,9 +148,9 @@ class Prefill:
         self.turns += 1
         self.messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}]})
+             "function": {"name": name, "arguments": JSON.encode(arguments)}}]})
         value = tool.fn(self.world, **arguments)
-        content = value if isinstance(value, str) else json.dumps(value)
+        content = value if isinstance(value, str) else JSON.encode(value)
         self.messages.append(msg.tool_result(call_id, content))
         return value
 
