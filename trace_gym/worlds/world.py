@@ -13,6 +13,7 @@ that a whole oracle episode leaves the initial world's hash unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from trace_gym.jsondata import copy_json, sha256_json
@@ -26,6 +27,9 @@ class World:
     """Tables of records keyed by id. Subclasses name their tables in `TABLES`."""
 
     TABLES: ClassVar[tuple[str, ...]] = ()
+    COPIES: ClassVar[dict[str, Callable[[Record], Record]]] = {}
+    """Table -> a deep copy written for its record shape, for `edit` (default: `copy_json`).
+    Most of a write's cost is the copy, and knowing the shape makes it several times faster."""
 
     __slots__ = ("tables", "_owned")
 
@@ -52,7 +56,7 @@ class World:
     def edit(self, table: str, key: str) -> Record:
         """The record, writable: copied on the first write in this fork."""
         if (table, key) not in self._owned:
-            self.tables[table][key] = copy_json(self.tables[table][key])
+            self.tables[table][key] = self.COPIES.get(table, copy_json)(self.tables[table][key])
             self._owned.add((table, key))
         return self.tables[table][key]
 
