@@ -104,6 +104,7 @@ def union_toolset(tools_by_domain: dict[str, list[str]]) -> Toolset:
 
 
 PRODUCT_NAMES = tuple(sorted(CATALOGUE))
+STORE_SIZE = retail.RetailWorldSize(users=0)
 
 
 def retail_store(rng: Rng, products: int, variants: int = 1) -> retail.RetailBuilder:
@@ -111,7 +112,7 @@ def retail_store(rng: Rng, products: int, variants: int = 1) -> retail.RetailBui
     up to `variants` variants each. Building a product costs more than anything else in a
     retail task, and the agent only ever meets the products of its task's records: no
     capability env lets it list the store."""
-    builder = retail.RetailBuilder(rng, retail.RetailWorldSize(users=0), products=False)
+    builder = retail.RetailBuilder(rng, STORE_SIZE, products=False)
     for name in rng.sample(PRODUCT_NAMES, products):
         builder.add_product(name, variants)
     return builder
