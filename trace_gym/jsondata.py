@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any
 
 
@@ -20,6 +21,60 @@ def copy_json(value: Any) -> Any:
     if t is list:
         return [copy_json(v) if type(v) in _CONTAINERS else v for v in value]
     return value
+
+
+# json.dumps builds a new encoder (and, to catch cycles, a dict of the containers it is in)
+# on every call; a step serialises several small values, where that set-up is a good part
+# of the cost. `_encoder` builds what json.dumps builds with its default settings.
+_DEFAULTS = json.JSONEncoder()
+
+
+def _encoder(markers: dict | None) -> Any:
+    return c_make_encoder(markers, _DEFAULTS.default, encode_basestring_ascii, None,
+                          _DEFAULTS.key_separator, _DEFAULTS.item_separator,
+                          _DEFAULTS.sort_keys, _DEFAULTS.skipkeys, _DEFAULTS.allow_nan)
+
+
+if c_make_encoder is None:  # no C accelerator (not CPython): json's own pure-Python path
+    def dumps(value: Any) -> str:
+        """`json.dumps(value)`, byte for byte."""
+        return json.dumps(value)
+
+    def dumps_tree(value: Any) -> str:
+        """`json.dumps(value)`, byte for byte, for a value known to hold no cycle."""
+        return json.dumps(value)
+else:
+    _TREE_ENCODER = _encoder(None)
+
+    def dumps(value: Any) -> str:
+        """`json.dumps(value)`, byte for byte, errors included (a cycle is a ValueError),
+        without its pure-Python set-up. For values from outside the code, such as an
+        agent's arguments."""
+        return "".join(_encoder({})(value, 0))
+
+    def dumps_tree(value: Any) -> str:
+        """`json.dumps(value)`, byte for byte, for a value known to hold no cycle (records
+        and what the code builds from them): one shared encoder, no check for cycles."""
+        return "".join(_TREE_ENCODER(value, 0))
+
+
+_scan_once = json.JSONDecoder().scan_once
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)`: the same value, the same errors. Text that is one JSON value
+    from its first character to its last (all that the code writes, and most of what
+    agents write) is read by the scanner directly, without json.loads's pure-Python
+    wrapper; anything else goes through json.loads."""
+    if type(text) is str:
+        try:
+            value, end = _scan_once(text, 0)
+        except StopIteration:  # not a value at 0 (such as leading whitespace, or not JSON)
+            pass
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
 
 
 def canonical_json(value: Any) -> str:

@@ -1,0 +1,49 @@
+"""The JSON helpers give json's own output and errors, byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trace_gym.jsondata import dumps, dumps_tree, loads
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(max_size=8) | st.integers() | st.floats() | st.booleans() | st.none(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def outcome(fn, value):
+    try:
+        return "ok", fn(value)
+    except Exception as exc:  # noqa: BLE001 (the point is to compare errors)
+        return type(exc).__name__, str(exc)
+
+
+@given(json_values)
+def test_dumps_is_json_dumps(value):
+    assert dumps(value) == dumps_tree(value) == json.dumps(value)
+
+
+def test_dumps_errors_are_json_dumps_errors():
+    cycle: list = []
+    cycle.append(cycle)
+    for value in (cycle, {"a": {1, 2}}, {(1, 2): 3}, [object()]):
+        assert outcome(dumps, value) == outcome(json.dumps, value)
+    assert outcome(dumps, [1]) == ("ok", "[1]")  # a failed call leaves nothing behind
+
+
+@given(json_values.map(json.dumps) | st.text(max_size=30) | st.sampled_from(
+    [" {}", "{} ", "\ufeff{}", "{}x", "", "[1, 2", "nul", "NaN", "1e400", '{"a" : 1, "a": 2}', "{x"]))
+def test_loads_is_json_loads(text):
+    assert repr(outcome(loads, text)) == repr(outcome(json.loads, text))
+
+
+@pytest.mark.parametrize("value", [b'{"a": 1}', None, 5])
+def test_loads_of_other_types_is_json_loads(value):
+    assert outcome(loads, value) == outcome(json.loads, value)
