@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+from trace_gym.jsondata import dumps, dumps_tree, loads
 from trace_gym.messages import INVALID_TOOL_CALL
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class ParsedCall:
+# ParsedCall and ParsedAction are named tuples rather than frozen dataclasses: as
+# immutable, and several times cheaper to build (every step builds them).
+
+
+class ParsedCall(NamedTuple):
     """A call as the agent wrote it. `error` is set when it could not be read as a call."""
 
     name: str
@@ -40,12 +44,11 @@ class ParsedCall:
 
     def arguments_json(self) -> str:
         if self.error is not None:
-            return json.dumps({"raw": self.raw if self.raw is not None else ""})
-        return json.dumps(self.arguments)
+            return dumps_tree({"raw": self.raw if self.raw is not None else ""})
+        return dumps(self.arguments)
 
 
-@dataclass(frozen=True)
-class ParsedAction:
+class ParsedAction(NamedTuple):
     content: str | None
     calls: tuple[ParsedCall, ...]
 
@@ -58,35 +61,40 @@ def _invalid(raw: str, error: str) -> ParsedCall:
     return ParsedCall(INVALID_TOOL_CALL, None, error=error, raw=raw)
 
 
-def _call_from_mapping(obj: Any, raw: str) -> ParsedCall:
-    """A call from `{"name", "arguments"}` (arguments a dict or a JSON string)."""
+_CALL_KEYS = frozenset({"name", "arguments", "id", "type"})
+
+
+def _call_from_mapping(obj: Any, raw: Callable[[], str]) -> ParsedCall:
+    """A call from `{"name", "arguments"}` (arguments a dict or a JSON string). `raw()`
+    gives the text an invalid call carries; it is only asked for then (serialising every
+    valid call would cost a second json.dumps per step)."""
     if not isinstance(obj, dict):
-        return _invalid(raw, f"a tool call must be a JSON object, got {type(obj).__name__}")
+        return _invalid(raw(), f"a tool call must be a JSON object, got {type(obj).__name__}")
     if "function" in obj and isinstance(obj["function"], dict):  # OpenAI tool_calls entry
         obj = obj["function"]
     name = obj.get("name")
     if not isinstance(name, str) or not name:
-        return _invalid(raw, "a tool call needs a non-empty string 'name'")
-    extra = set(obj) - {"name", "arguments", "id", "type"}
-    if extra:
-        return _invalid(raw, f"unexpected key(s) in tool call: {', '.join(sorted(extra))}")
+        return _invalid(raw(), "a tool call needs a non-empty string 'name'")
+    if not obj.keys() <= _CALL_KEYS:
+        extra = set(obj) - _CALL_KEYS
+        return _invalid(raw(), f"unexpected key(s) in tool call: {', '.join(sorted(extra))}")
     args = obj.get("arguments", {})
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = loads(args) if args.strip() else {}
         except ValueError as exc:
-            return _invalid(raw, f"arguments of {name} are not valid JSON ({exc})")
+            return _invalid(raw(), f"arguments of {name} are not valid JSON ({exc})")
     if not isinstance(args, dict):
-        return _invalid(raw, f"arguments of {name} must be a JSON object")
+        return _invalid(raw(), f"arguments of {name} must be a JSON object")
     return ParsedCall(name, args)
 
 
 def _parse_json_call(text: str) -> ParsedCall:
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except ValueError as exc:
         return _invalid(text, f"tool call is not valid JSON ({exc})")
-    return _call_from_mapping(obj, text)
+    return _call_from_mapping(obj, lambda: text)
 
 
 def parse_text(text: str) -> ParsedAction:
@@ -111,7 +119,7 @@ def _parse_message(msg: dict) -> ParsedAction:
         return ParsedAction(content, (_invalid(repr(raw_calls)[:500], "tool_calls must be a list"),))
     if not raw_calls:
         return parse_text(content or "")
-    calls = tuple(_call_from_mapping(tc, _dump(tc)) for tc in raw_calls)
+    calls = tuple(_call_from_mapping(tc, lambda tc=tc: _dump(tc)) for tc in raw_calls)
     return ParsedAction(_THINK.sub("", content).strip() or None if content else None, calls)
 
 
@@ -131,7 +139,7 @@ def parse_action(action: Any) -> ParsedAction:
             if action.get("role", "assistant") != "assistant":
                 return ParsedAction(None, (_invalid(_dump(action), "the action must be an assistant message"),))
             return _parse_message(action)
-        return ParsedAction(None, (_call_from_mapping(action, _dump(action)),))
+        return ParsedAction(None, (_call_from_mapping(action, lambda: _dump(action)),))
     return ParsedAction(
         None,
         (_invalid(_dump(action), f"unsupported action type {type(action).__name__}: "
