@@ -7,8 +7,9 @@ same bytes. Metadata never goes into a message; it lives in `info`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from trace_gym.jsondata import loads
 
 Message = dict[str, Any]
 
@@ -48,17 +49,17 @@ def tool_result(call_id: str, content: str) -> Message:
 
 def copy_messages(messages: list[Message]) -> list[Message]:
     """A copy that shares no mutable object with the input (observations are handed to
-    users, who may edit them; the env's own history must not change)."""
-    out = []
-    for m in messages:
-        c = dict(m)
-        calls = m.get("tool_calls")
+    users, who may edit them; the env's own history must not change, and neither must
+    the observations it hands out later). Every step copies the whole conversation, so
+    the flat messages are copied in one C-level pass and only tool calls one by one."""
+    out = list(map(dict.copy, messages))
+    for c in out:
+        calls = c.get("tool_calls")
         if calls:
             c["tool_calls"] = [
-                {"id": tc["id"], "type": tc["type"], "function": dict(tc["function"])}
+                {"id": tc["id"], "type": tc["type"], "function": tc["function"].copy()}
                 for tc in calls
             ]
-        out.append(c)
     return out
 
 
@@ -68,7 +69,7 @@ def tool_calls_of(message: Message) -> list[tuple[str, Any]]:
     for tc in message.get("tool_calls") or ():
         fn = tc.get("function", {})
         try:
-            args = json.loads(fn.get("arguments") or "{}")
+            args = loads(fn.get("arguments") or "{}")
         except (TypeError, ValueError):
             args = None
         out.append((fn.get("name"), args))
