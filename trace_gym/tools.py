@@ -5,14 +5,14 @@ schema and runs it; every problem becomes an "Error: ..." text for the agent."""
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastjsonschema
 
 from trace_gym.errors import ToolError
+from trace_gym.jsondata import dumps_tree
 from trace_gym.schema import Schema, compile_arguments_validator, describe_validation_error
 
 
@@ -54,14 +54,16 @@ class Tool:
 
 
 def render_output(value: Any) -> str:
-    """A tool result as the agent reads it: strings as they are, anything else as JSON."""
+    """A tool result as the agent reads it: strings as they are, anything else as JSON
+    (json.dumps's text; tools return records and what they build from them, never a cycle)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value)
+    return dumps_tree(value)
 
 
-@dataclass(frozen=True)
-class ToolResult:
+class ToolResult(NamedTuple):
+    """What one call gave. A named tuple: immutable, and cheap to build (one per call)."""
+
     content: str
     ok: bool
 
