@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import trace_gym
 from tests.conftest import TARGETS, oracle, play
 from trace_gym.errors import EpisodeError, InvalidConfig
 from trace_gym.env import HINT_OPEN
@@ -162,6 +163,51 @@ def test_observations_share_nothing_with_the_env(env):
     obs.append({"role": "user", "content": "x"})
     obs2, *_ = env.step("hello")
     assert obs2[0]["content"] != "tampered" and obs2[2]["role"] == "assistant"
+
+
+def _vandalise(obs: list) -> None:
+    """Edit an observation every way a user might: each message, its tool calls, the list."""
+    for m in obs:
+        m["content"] = "tampered"
+        m["extra"] = 1
+        for tc in m.get("tool_calls") or ():
+            tc["id"] = "tampered"
+            tc["function"]["name"] = "tampered"
+            tc["function"]["arguments"] = "{}"
+        if m.get("tool_calls"):
+            m["tool_calls"].append({"id": "x"})
+    obs.append({"role": "user", "content": "x"})
+
+
+@pytest.mark.parametrize("env_id", [e.id for e in trace_gym.list_envs()])
+def test_editing_observations_changes_nothing_the_env_hands_out(env_id):
+    """Every observation is the user's own: editing one, before or after the next step,
+    changes neither the env's conversation, nor the next observation, nor the outcome."""
+    env = gym.make(env_id)
+    base = env.unwrapped
+
+    def run(edit: bool) -> list[str]:
+        obs, info = env.reset(seed=7)
+        seen, done, kept = [json.dumps(obs)], False, []
+        while not done:
+            action = base.oracle_action(obs)
+            if edit:
+                _vandalise(obs)
+                info["capabilities_needed"].append("x")
+            obs, reward, terminated, truncated, info = env.step(action)
+            seen.append(json.dumps([obs, reward, info]))
+            kept.append((obs, json.dumps(obs)))
+            done = terminated or truncated
+        if not edit:  # later steps leave earlier observations as they were, and editing
+            for earlier, text in kept:  # one observation changes no other
+                assert json.dumps(earlier) == text
+            for earlier, _ in kept[:-1]:
+                _vandalise(earlier)
+            assert json.dumps(kept[-1][0]) == kept[-1][1]
+        seen.append(json.dumps(base.episode.messages))
+        return seen
+
+    assert run(edit=True) == run(edit=False)
 
 
 json_like = st.recursive(

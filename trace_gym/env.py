@@ -218,7 +218,7 @@ class TraceEnv(gym.Env[list, Any]):
             "turn": ep.turn,
             "max_steps": ep.max_steps,
         }
-        if ep.over:
+        if ep.termination_reason is not None:  # ep.over, without a property call per step
             info["termination_reason"] = ep.termination_reason
             info["verdict"] = ep.verdict.to_json() if ep.verdict else None
         return info
