@@ -51,15 +51,17 @@ def copy_messages(messages: list[Message]) -> list[Message]:
     """A copy that shares no mutable object with the input (observations are handed to
     users, who may edit them; the env's own history must not change, and neither must
     the observations it hands out later). Every step copies the whole conversation, so
-    the flat messages are copied in one C-level pass and only tool calls one by one."""
+    the messages are copied in one C-level pass, then the tool calls of those that have
+    some (a plain loop: a comprehension per message would cost more than its copies)."""
     out = list(map(dict.copy, messages))
     for c in out:
-        calls = c.get("tool_calls")
-        if calls:
-            c["tool_calls"] = [
-                {"id": tc["id"], "type": tc["type"], "function": tc["function"].copy()}
-                for tc in calls
-            ]
+        if "tool_calls" in c:
+            calls = c["tool_calls"]
+            if calls:
+                copies = []
+                for tc in calls:
+                    copies.append({"id": tc["id"], "type": tc["type"], "function": tc["function"].copy()})
+                c["tool_calls"] = copies
     return out
 
 
