@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from trace_gym.jsondata import copy_json
-from trace_gym.worlds.world import Record, World
+from trace_gym.worlds.world import Record, World, copy_dict_values, copy_dicts, shaped_copy
 
 # The simulated present. Flights before it have flown; the policy's 24-hour rule counts
 # back from it.
@@ -83,36 +82,17 @@ def has_flown(world: "AirlineWorld", reservation: Record) -> bool:
     return False
 
 
-# Deep copies of the two record shapes tools edit most, for `World.edit`: each copies every
-# container of the shape above. A record whose fields are not the shape's goes through
-# `copy_json` instead.
-_USER_FIELDS = frozenset(("user_id", "name", "address", "email", "dob", "payment_methods", "saved_passengers",
-                          "membership", "reservations"))
-_RESERVATION_FIELDS = frozenset(("reservation_id", "user_id", "origin", "destination", "flight_type", "cabin",
-                                 "flights", "passengers", "payment_history", "created_at", "total_baggages",
-                                 "nonfree_baggages", "insurance", "status"))
-
-
-def copy_user(user: Record) -> Record:
-    if user.keys() != _USER_FIELDS:
-        return copy_json(user)
-    out = user.copy()
-    out["name"] = user["name"].copy()
-    out["address"] = user["address"].copy()
-    out["payment_methods"] = {pid: method.copy() for pid, method in user["payment_methods"].items()}
-    out["saved_passengers"] = [p.copy() for p in user["saved_passengers"]]
-    out["reservations"] = user["reservations"].copy()
-    return out
-
-
-def copy_reservation(reservation: Record) -> Record:
-    if reservation.keys() != _RESERVATION_FIELDS:
-        return copy_json(reservation)
-    out = reservation.copy()
-    out["flights"] = [s.copy() for s in reservation["flights"]]
-    out["passengers"] = [p.copy() for p in reservation["passengers"]]
-    out["payment_history"] = [p.copy() for p in reservation["payment_history"]]
-    return out
+# Deep copies of the two record shapes tools edit most, for `World.edit`.
+copy_user = shaped_copy(
+    frozenset(("user_id", "name", "address", "email", "dob", "payment_methods", "saved_passengers",
+               "membership", "reservations")),
+    {"name": dict.copy, "address": dict.copy, "payment_methods": copy_dict_values,
+     "saved_passengers": copy_dicts, "reservations": list.copy})
+copy_reservation = shaped_copy(
+    frozenset(("reservation_id", "user_id", "origin", "destination", "flight_type", "cabin", "flights",
+               "passengers", "payment_history", "created_at", "total_baggages", "nonfree_baggages",
+               "insurance", "status")),
+    {"flights": copy_dicts, "passengers": copy_dicts, "payment_history": copy_dicts})
 
 
 class AirlineWorld(World):

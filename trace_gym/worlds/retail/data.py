@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from trace_gym.jsondata import copy_json
-from trace_gym.worlds.world import Record, World
+from trace_gym.worlds.world import Record, World, copy_dict_values, copy_dicts, shaped_copy
 
 ORDER_STATUSES = ("pending", "processed", "delivered", "cancelled")
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
@@ -67,40 +66,21 @@ CATALOGUE: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {
 }
 
 
-# Deep copies of the two record shapes tools edit, for `World.edit`: each copies every
-# container of the shape above. A record whose fields are not the shape's goes through
-# `copy_json` instead.
-_USER_FIELDS = frozenset(("user_id", "name", "address", "email", "payment_methods", "orders"))
-_ORDER_FIELDS = frozenset(("order_id", "user_id", "address", "items", "fulfillments", "status", "payment_history"))
+# Deep copies of the two record shapes tools edit, for `World.edit`.
 _ID_LISTS = ("exchange_items", "exchange_new_items", "return_items")
-_ORDER_FIELDS_ANY = _ORDER_FIELDS | {"cancel_reason", "exchange_payment_method_id", "exchange_price_difference",
-                                     "return_payment_method_id", *_ID_LISTS}
-
-
-def copy_user(user: Record) -> Record:
-    if user.keys() != _USER_FIELDS:
-        return copy_json(user)
-    out = user.copy()
-    out["name"] = user["name"].copy()
-    out["address"] = user["address"].copy()
-    out["payment_methods"] = {pid: method.copy() for pid, method in user["payment_methods"].items()}
-    out["orders"] = user["orders"].copy()
-    return out
-
-
-def copy_order(order: Record) -> Record:
-    if not _ORDER_FIELDS <= order.keys() <= _ORDER_FIELDS_ANY:
-        return copy_json(order)
-    out = order.copy()
-    out["address"] = order["address"].copy()
-    out["items"] = [dict(line, options=line["options"].copy()) for line in order["items"]]
-    out["fulfillments"] = [{"tracking_id": f["tracking_id"].copy(), "item_ids": f["item_ids"].copy()}
-                           for f in order["fulfillments"]]
-    out["payment_history"] = [p.copy() for p in order["payment_history"]]
-    for name in _ID_LISTS:
-        if name in order:
-            out[name] = order[name].copy()
-    return out
+copy_user = shaped_copy(
+    frozenset(("user_id", "name", "address", "email", "payment_methods", "orders")),
+    {"name": dict.copy, "address": dict.copy, "payment_methods": copy_dict_values, "orders": list.copy})
+copy_order = shaped_copy(
+    frozenset(("order_id", "user_id", "address", "items", "fulfillments", "status", "payment_history")),
+    {"address": dict.copy,
+     "items": lambda items: [dict(line, options=line["options"].copy()) for line in items],
+     "fulfillments": lambda fs: [{"tracking_id": f["tracking_id"].copy(), "item_ids": f["item_ids"].copy()}
+                                 for f in fs],
+     "payment_history": copy_dicts,
+     **{name: list.copy for name in _ID_LISTS}},
+    optional=frozenset(("cancel_reason", "exchange_payment_method_id", "exchange_price_difference",
+                        "return_payment_method_id", *_ID_LISTS)))
 
 
 class RetailWorld(World):
