@@ -14,7 +14,6 @@ tools and hint guidance.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -22,9 +21,9 @@ from typing import Any, ClassVar
 from trace_gym import messages as msg
 from trace_gym.env import Episode, NewEpisode, TraceEnv
 from trace_gym.errors import InvalidConfig
-from trace_gym.jsondata import copy_json
+from trace_gym.jsondata import copy_json, dumps_tree
 from trace_gym.rng import Rng
-from trace_gym.tools import Tool, ToolKind, Toolset
+from trace_gym.tools import Tool, ToolKind, Toolset, render_output
 from trace_gym.verdict import Verdict
 from trace_gym.worlds import airline, retail
 from trace_gym.worlds.retail.data import CATALOGUE
@@ -36,9 +35,6 @@ POLICIES = {
     ("airline", "full"): airline.POLICY, ("airline", "compact"): airline.POLICY_COMPACT,
     ("retail", "full"): retail.POLICY, ("retail", "compact"): retail.POLICY_COMPACT,
 }
-# json.dumps's output, minus its check for cycles (records are trees): a pre-filled
-# conversation serialises several records per reset.
-JSON = json.JSONEncoder(check_circular=False)
 INTRO = {
     "airline": "You are a customer service agent for an airline. Follow the policy below.",
     "retail": "You are a customer service agent for an online store. Follow the policy below.",
@@ -149,9 +145,9 @@ class Prefill:
         self.turns += 1
         self.messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": JSON.encode(arguments)}}]})
+             "function": {"name": name, "arguments": dumps_tree(arguments)}}]})
         value = tool.fn(self.world, **arguments)
-        content = value if isinstance(value, str) else JSON.encode(value)
+        content = render_output(value)
         self.messages.append(msg.tool_result(call_id, content))
         return value
 
