@@ -110,16 +110,20 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def _policy_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("policy")
-    g.add_argument("--policy", default="oracle", choices=["oracle", "random", "endpoint", "local"],
+def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str | None = "oracle",
+                 temperature_flag: str = "--temperature", temperature: float = 1.0, endpoint: bool = True) -> None:
+    """The flags `policy_factory` reads. `endpoint=False` leaves out --base-url, --model and
+    --api-key, for a command whose own endpoint flags the endpoint policy then shares."""
+    g = p.add_argument_group(title)
+    g.add_argument("--policy", default=default, choices=["oracle", "random", "endpoint", "local"],
                    help="oracle/random (built in), endpoint (an OpenAI-compatible server), local (a model directory)")
-    g.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or the first of $VLLM_BASE_URLS)")
-    g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
-    g.add_argument("--api-key", help="endpoint key (default: $OPENAI_API_KEY, else EMPTY)")
+    if endpoint:
+        g.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or the first of $VLLM_BASE_URLS)")
+        g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
+        g.add_argument("--api-key", help="endpoint key (default: $OPENAI_API_KEY, else EMPTY)")
     g.add_argument("--model-path", help="local model directory (default: the tiny agent in the cache)")
     g.add_argument("--adapter", help="LoRA adapter directory for the local model")
-    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument(temperature_flag, dest="temperature", type=float, default=temperature)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--max-new-tokens", type=int, default=192)
     g.add_argument("--timeout", type=float, default=60.0, help="endpoint request timeout, seconds")
@@ -261,15 +265,18 @@ def _bands(args: argparse.Namespace):
 
 
 def _band_args(p: argparse.ArgumentParser) -> None:
+    from trace_gym.calibration import Bands
+
+    bands = Bands()
     g = p.add_argument_group("calibration bands (inclusive)")
-    g.add_argument("--min-mean", type=float, default=0.2)
-    g.add_argument("--max-mean", type=float, default=0.6)
-    g.add_argument("--min-success", type=float, default=0.2)
-    g.add_argument("--max-success", type=float, default=0.6)
-    g.add_argument("--min-std", type=float, default=0.05)
-    g.add_argument("--max-all-success", type=float, default=0.2)
-    g.add_argument("--max-all-zero", type=float, default=0.2)
-    g.add_argument("--max-constant", type=float, default=0.5)
+    g.add_argument("--min-mean", type=float, default=bands.mean_reward[0])
+    g.add_argument("--max-mean", type=float, default=bands.mean_reward[1])
+    g.add_argument("--min-success", type=float, default=bands.success_rate[0])
+    g.add_argument("--max-success", type=float, default=bands.success_rate[1])
+    g.add_argument("--min-std", type=float, default=bands.min_reward_std)
+    g.add_argument("--max-all-success", type=float, default=bands.max_all_success_groups)
+    g.add_argument("--max-all-zero", type=float, default=bands.max_all_zero_groups)
+    g.add_argument("--max-constant", type=float, default=bands.max_constant_groups)
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -318,7 +325,6 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
         records = load_records(args.trajectories)
     calibration = None
     if args.policy:
-        args.temperature = args.policy_temperature
         calibration = Calibration(policy_factory(args), seeds=args.calibration_seeds,
                                   samples=args.calibration_samples, bands=_bands(args))
     results = synthesize(Path(args.selected), complete, records=records,
@@ -374,14 +380,17 @@ def build_parser() -> argparse.ArgumentParser:
         _policy_args(p)
         p.set_defaults(run=run)
 
+    from analysis.aggregate import Params
+
+    selection = Params()
     p = sub.add_parser("analyze", help="step 1: select the capabilities the agent lacks")
     p.add_argument("runs_files", nargs="+", metavar="RUNS", help="trajectory .jsonl files or tau2 results")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--labeller", default="programmatic", choices=["programmatic", "llm"])
-    p.add_argument("--runs", type=int, default=10, help="labelling runs N")
-    p.add_argument("--k", type=int, default=8, help="runs a capability must pass (K of N)")
-    p.add_argument("--rho", type=float, default=0.10, help="coverage threshold")
-    p.add_argument("--delta", type=float, default=0.20, help="Delta threshold")
+    p.add_argument("--runs", type=int, default=selection.n, help="labelling runs N")
+    p.add_argument("--k", type=int, default=selection.k, help="runs a capability must pass (K of N)")
+    p.add_argument("--rho", type=float, default=selection.rho, help="coverage threshold")
+    p.add_argument("--delta", type=float, default=selection.delta, help="Delta threshold")
     p.add_argument("--base-url", help="analyst endpoint (default: $OPENAI_BASE_URL or $VLLM_BASE_URLS)")
     p.add_argument("--model", help="analyst model (default: $TRACE_GYM_MODEL)")
     p.add_argument("--api-key")
@@ -403,15 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-temperature", type=float, default=0.7)
     p.add_argument("--max-tokens", type=int, default=8192)
     p.add_argument("--request-timeout", type=float, default=600)
-    g = p.add_argument_group("calibration (with a base policy)")
-    g.add_argument("--policy", choices=["oracle", "random", "endpoint", "local"], help="base policy to calibrate with")
-    g.add_argument("--model-path")
-    g.add_argument("--adapter")
-    g.add_argument("--policy-temperature", type=float, default=0.7)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--max-new-tokens", type=int, default=192)
-    g.add_argument("--timeout", type=float, default=60.0)
-    g.add_argument("--retries", type=int, default=3)
+    # The base policy to calibrate with (none: no calibration); an endpoint policy is
+    # served by the synthesis agent's endpoint (--base-url, --model, --api-key above).
+    _policy_args(p, "calibration (with a base policy)", default=None, temperature_flag="--policy-temperature",
+                 temperature=0.7, endpoint=False)
+    g = p.add_argument_group("calibration sizes")
     g.add_argument("--calibration-seeds", type=int, default=100)
     g.add_argument("--calibration-samples", type=int, default=16)
     _band_args(p)
@@ -427,8 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hint", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true")
-    _policy_args(p)
-    p.set_defaults(temperature=0.7)
+    _policy_args(p, temperature=0.7)
     _band_args(p)
     p.set_defaults(run=_cmd_calibrate)
 
