@@ -13,7 +13,7 @@ from typing import Any
 from analysis.discovery import render
 from analysis.llm import Analyst
 from analysis.trajectories import SummaryLimits, batches, summarize
-from trace_gym.audit.lock import write_json_atomic
+from trace_gym.jsondata import write_json_atomic
 
 LISTS = ("na_passed", "na_failed", "present_passed", "present_failed", "lacking_passed", "lacking_failed")
 LABEL_OF = {"na": "NA", "present": "PRESENT", "lacking": "LACKING"}

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import fastjsonschema
 
 from trace_gym.errors import TraceGymError
+from trace_gym.jsondata import write_json_atomic
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
@@ -52,8 +53,6 @@ class Analyst:
     def _store(self, key: str, content: str) -> None:
         if self.cache_dir is None:
             return
-        from trace_gym.audit.lock import write_json_atomic
-
         write_json_atomic(self.cache_dir / f"{key}.json", {"content": content})
 
     def complete(self, messages: list[dict[str, str]]) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.aggregate import Params
-from trace_gym.audit.lock import write_json_atomic
+from trace_gym.jsondata import write_json_atomic
 
 SCHEMA_VERSION = 1
 

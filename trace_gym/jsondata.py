@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from json.encoder import c_make_encoder, encode_basestring_ascii
+from pathlib import Path
 from typing import Any
 
 
@@ -88,3 +91,19 @@ def sha256_json(value: Any) -> str:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write `data` as indented JSON through a temporary file and a rename, so a crash
+    leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

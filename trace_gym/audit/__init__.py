@@ -21,7 +21,7 @@ from trace_gym.audit import lock
 from trace_gym.audit.sandbox import Limits, describe_isolation, run_child
 from trace_gym.audit.static import Finding, check_source
 from trace_gym.errors import TraceGymError
-from trace_gym.jsondata import sha256_bytes
+from trace_gym.jsondata import sha256_bytes, write_json_atomic
 from trace_gym.testing import HYPOTHESIS_SEED, KIT_VERSION, KitSettings
 from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.properties import _seeds
@@ -153,4 +153,4 @@ def _update_manifest(path: Path, sha: str) -> None:
             e["sha256"] = sha
             changed = True
     if changed:
-        lock.write_json_atomic(manifest, data)
+        write_json_atomic(manifest, data)

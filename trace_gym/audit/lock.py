@@ -8,13 +8,11 @@ unchanged code reproduces its entry exactly). Written atomically.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
-from trace_gym.jsondata import sha256_bytes
+from trace_gym.jsondata import sha256_bytes, write_json_atomic
 
 LOCK_NAME = "audit_lock.json"
 SCHEMA_VERSION = 1
@@ -22,20 +20,6 @@ SCHEMA_VERSION = 1
 
 class UnauditedEnvWarning(UserWarning):
     """A generated env whose code has no passing audit."""
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def read_lock(directory: Path) -> dict[str, Any]:

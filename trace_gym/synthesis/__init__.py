@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.audit.lock import record as record_lock
-from trace_gym.audit.lock import write_json_atomic
 from trace_gym.errors import TraceGymError
+from trace_gym.jsondata import sha256_bytes, write_json_atomic
 
 _CODE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 STATUSES = ("PENDING", "READY", "FAILED", "SHIPPED", "NOT_SELECTED")
@@ -128,7 +128,6 @@ def _manifest_entry(envs_dir: Path, name: str, cls: str, description: str, sha: 
 def install(envs_dir: Path, name: str, code: str, description: str, results: list[dict[str, Any]],
             replace: bool = False) -> Path:
     """Put an audited module in the envs directory with its manifest and lock entries."""
-    from trace_gym.jsondata import sha256_bytes
     from trace_gym.testing import HYPOTHESIS_SEED, KIT_VERSION
 
     envs_dir.mkdir(parents=True, exist_ok=True)
