@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -444,15 +445,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tiny-agent", help="the embedded base agent")
     tiny = p.add_subparsers(dest="tiny_command", required=True)
     b = tiny.add_parser("build", help="build it (deterministic for a seed)")
-    b.add_argument("--seed", type=int, default=0)
+    from trace_gym.tinyagent.build import PRESETS, TinyAgentConfig
+
+    built = {f.name: f.default for f in dataclasses.fields(TinyAgentConfig)}
+    b.add_argument("--seed", type=int, default=built["seed"])
     b.add_argument("--out", help="directory (default: the cache directory)")
-    b.add_argument("--preset", default="default", choices=["default", "fixture"])
-    b.add_argument("--episodes", type=int, default=400, help="oracle demonstrations per target env")
-    b.add_argument("--steps", type=int, default=600, help="SFT steps")
-    b.add_argument("--warmup-steps", type=int, default=300, help="synthetic copy warm-up steps")
-    b.add_argument("--threads", type=int, default=2, help="torch threads while building")
+    b.add_argument("--preset", default=built["preset"], choices=list(PRESETS))
+    b.add_argument("--episodes", type=int, default=built["episodes"], help="oracle demonstrations per target env")
+    b.add_argument("--steps", type=int, default=built["steps"], help="SFT steps")
+    b.add_argument("--warmup-steps", type=int, default=built["warmup_steps"], help="synthetic copy warm-up steps")
+    b.add_argument("--threads", type=int, default=built["threads"], help="torch threads while building")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
-    b.add_argument("--weak-share", type=float, default=0.0, help="share of weak-kind demonstrations kept")
+    b.add_argument("--weak-share", type=float, default=built["weak_share"], help="share of weak-kind demonstrations kept")
     b.set_defaults(run=_cmd_tiny_agent)
     return parser
 

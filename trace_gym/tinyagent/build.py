@@ -15,6 +15,7 @@ generation markers), needs twenty lines and no checkpoint machinery.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -53,7 +54,7 @@ class TinyAgentConfig:
     """Share of demonstrations with a weak kind that are kept anyway (in [0, 1])."""
     steps: int = 600
     """SFT optimiser steps (a fixed count, so the build does not depend on the machine's speed;
-    with the warm-up, about four and a half minutes on two CPU cores for the default preset)."""
+    with the warm-up, a little over four minutes on two CPU cores for the default preset)."""
     max_tokens: int = 1536
     """Longest demonstration kept, in tokens."""
     lr: float = 4e-3
@@ -64,9 +65,10 @@ class TinyAgentConfig:
     """Also train on each agent turn with only its recent context (from the last customer
     message): short, copy-dense examples that teach the model to carry ids and values from
     the conversation into its calls, which full demonstrations alone teach too slowly."""
-    warmup_steps: int = 300
-    """Steps of a synthetic repeat-the-sequence task before SFT: it forms the attention
-    circuit that copies earlier tokens, which the agent needs for every id it passes on."""
+    warmup_steps: int = 240
+    """Steps before SFT: a third on a synthetic repeat-the-sequence task (it forms the
+    attention circuit that copies earlier tokens, which the agent needs for every id it
+    passes on), the rest on short lookup drills (`lookup_drills`)."""
     call_weight: float = 4.0
     """Loss weight of tokens inside tool calls, against 1 for other assistant tokens: the
     ids and values a call copies are few tokens but decide the episode."""
@@ -132,14 +134,19 @@ def demonstrations(config: TinyAgentConfig) -> list[dict[str, Any]]:
     return demos
 
 
-def _plain_text(demo: dict[str, Any]) -> str:
-    """A demonstration rendered with the template (for tokenizer training)."""
+@functools.lru_cache(maxsize=1)  # compiling the template costs ten times a rendering
+def _plain_template():
     import jinja2
 
     source = CHAT_TEMPLATE.replace("{%- generation %}", "").replace("{%- endgeneration %}", "")
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson"] = lambda v: json.dumps(v)
-    return env.from_string(source).render(messages=demo["messages"], tools=demo["tools"], add_generation_prompt=False)
+    return env.from_string(source)
+
+
+def _plain_text(demo: dict[str, Any]) -> str:
+    """A demonstration rendered with the template (for tokenizer training)."""
+    return _plain_template().render(messages=demo["messages"], tools=demo["tools"], add_generation_prompt=False)
 
 
 # -- tokenizer -------------------------------------------------------------------------
