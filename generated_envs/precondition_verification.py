@@ -278,7 +278,7 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
             TOOLSETS[task.domain][write["name"]].fn(expected, **write["arguments"])
         ok = final_world == expected
         return Verdict(1.0 if ok else 0.0, (Check("database", ok, 1.0 if ok else 0.0),))
-    acted = bool(write_calls(task, messages))  # any attempt counts, even one that failed
+    acted = bool(write_calls(task, messages, arguments=False))  # any attempt counts, even one that failed
     named = any(mentions(final_reply(task, messages), term) for term in task.rule)
     checks = (
         Check("no_mutating_call", not acted, 0.0 if acted else 0.5),

@@ -158,17 +158,21 @@ def agent_turns(task: Any, messages: list[msg.Message]) -> list[msg.Message]:
     return [m for m in messages[1 + len(task.prefill):] if m["role"] == "assistant"]
 
 
-def write_calls(task: Any, messages: list[msg.Message]) -> list[tuple[str, Any, bool]]:
-    """(name, arguments, succeeded) of every write call the agent made, in order."""
+def write_calls(task: Any, messages: list[msg.Message], arguments: bool = True) -> list[tuple[str, Any, bool]]:
+    """(name, arguments, succeeded) of every write call the agent made, in order. With
+    `arguments=False` the arguments are None: a verifier that only counts writes need not
+    parse them (a good part of a verification's cost)."""
     own = messages[1 + len(task.prefill):]
     results = {m["tool_call_id"]: m["content"] for m in own if m["role"] == "tool"}
     writes = WRITE_TOOLS[task.domain]
     out = []
     for m in own:
         if m["role"] == "assistant" and m.get("tool_calls"):
-            for tc, (name, args) in zip(m["tool_calls"], msg.tool_calls_of(m)):
+            for tc in m["tool_calls"]:
+                name = tc.get("function", {}).get("name")
                 if name in writes:
-                    out.append((name, args, not results.get(tc["id"], "Error").startswith("Error")))
+                    ok = not results.get(tc.get("id"), "Error").startswith("Error")
+                    out.append((name, msg.call_arguments(tc) if arguments else None, ok))
     return out
 
 
@@ -182,7 +186,7 @@ def final_reply(task: Any, messages: list[msg.Message]) -> str:
 
 def next_step(task: Any, messages: list[msg.Message], plan: list[Any]) -> Any:
     """The oracle's turn: the plan's step at the number of turns the agent has taken."""
-    done = len(agent_turns(task, messages))
+    done = sum(1 for m in messages[1 + len(task.prefill):] if m["role"] == "assistant")  # agent turns so far
     return copy_json(plan[min(done, len(plan) - 1)])
 
 

@@ -65,17 +65,17 @@ def copy_messages(messages: list[Message]) -> list[Message]:
     return out
 
 
+def call_arguments(tool_call: dict[str, Any]) -> Any:
+    """The parsed arguments of one entry of `tool_calls`; unparsable arguments -> None."""
+    try:
+        return loads(tool_call.get("function", {}).get("arguments") or "{}")
+    except (TypeError, ValueError):
+        return None
+
+
 def tool_calls_of(message: Message) -> list[tuple[str, Any]]:
     """(name, parsed arguments) of an assistant message's calls; unparsable arguments -> None."""
-    out = []
-    for tc in message.get("tool_calls") or ():
-        fn = tc.get("function", {})
-        try:
-            args = loads(fn.get("arguments") or "{}")
-        except (TypeError, ValueError):
-            args = None
-        out.append((fn.get("name"), args))
-    return out
+    return [(tc.get("function", {}).get("name"), call_arguments(tc)) for tc in message.get("tool_calls") or ()]
 
 
 def assistant_texts(messages: list[Message]) -> list[str]:

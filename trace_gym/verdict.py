@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Check:
-    """One verifier check. `credit` is what it contributes to the score."""
+class Check(NamedTuple):
+    """One verifier check. `credit` is what it contributes to the score. A named tuple
+    rather than a frozen dataclass: as immutable, and several times cheaper to build (a
+    verification builds one per check)."""
 
     name: str
     passed: bool
