@@ -186,7 +186,7 @@ def final_reply(task: Any, messages: list[msg.Message]) -> str:
 
 def next_step(task: Any, messages: list[msg.Message], plan: list[Any]) -> Any:
     """The oracle's turn: the plan's step at the number of turns the agent has taken."""
-    done = sum(1 for m in messages[1 + len(task.prefill):] if m["role"] == "assistant")  # agent turns so far
+    done = len(agent_turns(task, messages))
     return copy_json(plan[min(done, len(plan) - 1)])
 
 
