@@ -14,7 +14,6 @@ Nothing here raises on model output. Text that tries to be a tool call and fails
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -124,8 +123,9 @@ def _parse_message(msg: dict) -> ParsedAction:
 
 
 def _dump(obj: Any) -> str:
+    """The agent's action as text, for an invalid call to carry (repr if not JSON)."""
     try:
-        return json.dumps(obj)
+        return dumps(obj)
     except (TypeError, ValueError):
         return repr(obj)[:500]
 
