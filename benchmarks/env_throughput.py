@@ -66,9 +66,11 @@ def instructions(env_id: str, episodes: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (0, episodes):
             out = Path(tmp) / f"cg.{n}"
-            subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                            __file__, "--play", str(n), env_id], check=True, capture_output=True,
-                           env={**os.environ, "PYTHONHASHSEED": "0"})
+            child = subprocess.run([valgrind, "-q", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                                    __file__, "--play", str(n), env_id], capture_output=True, text=True,
+                                   env={**os.environ, "PYTHONHASHSEED": "0"})
+            if child.returncode != 0:  # show why, rather than a bare CalledProcessError
+                sys.exit(f"{env_id}: the measured run failed:\n{child.stderr[-2000:]}")
             totals.append(int(re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M).group(1)))
     return (totals[1] - totals[0]) / episodes
 

@@ -38,8 +38,8 @@ def main() -> None:
             start = time.perf_counter()
             path = build(out=Path(tmp) / "tiny", log=lambda m: None)
             print(f"build: {time.perf_counter() - start:.0f} s (goal: at most 300 s)")
-        # The policy's default token budget: about 7% of the oracle's turns on the targets
-        # are longer than 96 tokens (calls with addresses or several item ids).
+        # The policy's default token budget: a smaller one cuts some of the oracle's own
+        # turns (calls with an address or several item ids) and counts them unparseable.
         factory = functools.partial(make_policy, "local", model_path=str(path), temperature=0.0)
         for env_id in ("trace/airline-v0", "trace/retail-v0"):
             jobs = [Job(env_id, SPLITS["test"].start + i, 0) for i in range(args.episodes)]
