@@ -28,10 +28,10 @@ from trace_gym.errors import InvalidConfig
 from trace_gym.tinyagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
 
 PRESETS: dict[str, dict[str, int]] = {
-    # ~2.4 M parameters: the embedded default
+    # ~0.9 M parameters (the build prints the count): the embedded default
     "default": {"vocab_size": 3072, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 3,
                 "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32},
-    # ~0.2 M parameters: the committed test fixture (under 2 MB with its tokenizer)
+    # ~0.14 M parameters: the committed test fixture (under 2 MB with its tokenizer)
     "fixture": {"vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                 "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32},
 }
@@ -45,7 +45,7 @@ class TinyAgentConfig:
     seed: int = 0
     """Seed of everything: demonstrations, tokenizer, weights, data order."""
     preset: str = "default"
-    """Model size: 'default' (~2.4 M parameters) or 'fixture' (~0.2 M, for tests)."""
+    """Model size: 'default' (~0.9 M parameters) or 'fixture' (~0.14 M, for tests)."""
     episodes: int = 400
     """Oracle demonstrations per target env."""
     weak_kinds: tuple[str, ...] = ()
@@ -63,12 +63,16 @@ class TinyAgentConfig:
     """Tokens per optimiser step (demonstrations are packed into batches up to this)."""
     windows: bool = True
     """Also train on each agent turn with only its recent context (from the last customer
-    message): short, copy-dense examples that teach the model to carry ids and values from
-    the conversation into its calls, which full demonstrations alone teach too slowly."""
+    message): short examples whose calls take ids and values said a few dozen tokens
+    earlier, meant to teach carrying them into calls sooner than full demonstrations do
+    (the default agent still does not copy them: see the README)."""
     warmup_steps: int = 240
-    """Steps before SFT: a third on a synthetic repeat-the-sequence task (it forms the
-    attention circuit that copies earlier tokens, which the agent needs for every id it
-    passes on), the rest on short lookup drills (`lookup_drills`)."""
+    """Steps before SFT: a third on a synthetic repeat task (random tokens shown twice),
+    the rest on short lookup drills (`lookup_drills`). Neither teaches copying by content:
+    the repeat, always 24 tokens after the original, is learned as a copy from that fixed
+    distance (the model then repeats halves of 24 tokens and of no other length), and the
+    drills as templates. Builds without the warm-up, or without its repeat stage, parsed
+    far fewer of their turns, so it stays."""
     call_weight: float = 4.0
     """Loss weight of tokens inside tool calls, against 1 for other assistant tokens: the
     ids and values a call copies are few tokens but decide the episode."""
@@ -224,9 +228,10 @@ QUESTIONS = {
 
 def lookup_drills(seed: int, n: int) -> list[dict[str, Any]]:
     """Short synthetic turns: the agent asks for a value, the customer gives it (among
-    other facts), the agent calls the tool that takes it. They teach the lookup every id in
-    a real episode needs (find the value asked for, copy it exactly) on examples a few
-    dozen tokens long, where a demonstration spends a thousand tokens per copy."""
+    other facts), the agent calls the tool that takes it. They are meant to teach the
+    lookup every id in a real episode needs (find the value asked for, copy it exactly) on
+    examples a few dozen tokens long, where a demonstration spends a thousand tokens per
+    copy; what the default build learns from them is the question and the call's shape."""
     import numpy as np
 
     from trace_gym.rng import Rng
@@ -269,7 +274,8 @@ def lookup_drills(seed: int, n: int) -> list[dict[str, Any]]:
 
 
 def copy_warmup(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
-    """Random token sequences shown twice; loss on the repeat (the second half)."""
+    """Random token sequences shown twice (halves of 24 tokens), loss on the repeat; then
+    lookup drills, loss on the agent's turns."""
     import torch
 
     generator = torch.Generator().manual_seed(config.seed + 1)
