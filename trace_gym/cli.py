@@ -447,16 +447,17 @@ def build_parser() -> argparse.ArgumentParser:
     b = tiny.add_parser("build", help="build it (deterministic for a seed)")
     from trace_gym.tinyagent.build import PRESETS, TinyAgentConfig
 
-    built = {f.name: f.default for f in dataclasses.fields(TinyAgentConfig)}
-    b.add_argument("--seed", type=int, default=built["seed"])
+    defaults = {f.name: f.default for f in dataclasses.fields(TinyAgentConfig)}
+    b.add_argument("--seed", type=int, default=defaults["seed"])
     b.add_argument("--out", help="directory (default: the cache directory)")
-    b.add_argument("--preset", default=built["preset"], choices=list(PRESETS))
-    b.add_argument("--episodes", type=int, default=built["episodes"], help="oracle demonstrations per target env")
-    b.add_argument("--steps", type=int, default=built["steps"], help="SFT steps")
-    b.add_argument("--warmup-steps", type=int, default=built["warmup_steps"], help="synthetic copy warm-up steps")
-    b.add_argument("--threads", type=int, default=built["threads"], help="torch threads while building")
+    b.add_argument("--preset", default=defaults["preset"], choices=list(PRESETS))
+    b.add_argument("--episodes", type=int, default=defaults["episodes"], help="oracle demonstrations per target env")
+    b.add_argument("--steps", type=int, default=defaults["steps"], help="SFT steps")
+    b.add_argument("--warmup-steps", type=int, default=defaults["warmup_steps"],
+                   help="warm-up steps before SFT (a repeat task, then lookup drills)")
+    b.add_argument("--threads", type=int, default=defaults["threads"], help="torch threads while building")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
-    b.add_argument("--weak-share", type=float, default=built["weak_share"], help="share of weak-kind demonstrations kept")
+    b.add_argument("--weak-share", type=float, default=defaults["weak_share"], help="share of weak-kind demonstrations kept")
     b.set_defaults(run=_cmd_tiny_agent)
     return parser
 

@@ -36,6 +36,9 @@ PRESETS: dict[str, dict[str, int]] = {
                 "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32},
 }
 TARGETS = ("trace/airline-v0", "trace/retail-v0")
+REPEAT_HALF = 24
+"""Length of each half of a warm-up repeat row: the repeat always starts this many tokens
+after the original (see `TinyAgentConfig.warmup_steps`)."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,10 @@ class TinyAgentConfig:
     warmup_steps: int = 240
     """Steps before SFT: a third on a synthetic repeat task (random tokens shown twice),
     the rest on short lookup drills (`lookup_drills`). Neither teaches copying by content:
-    the repeat, always 24 tokens after the original, is learned as a copy from that fixed
-    distance (the model then repeats halves of 24 tokens and of no other length), and the
-    drills as templates. Builds without the warm-up, or without its repeat stage, parsed
-    far fewer of their turns, so it stays."""
+    the repeat, always `REPEAT_HALF` tokens after the original, is learned as a copy from
+    that fixed distance (the model then repeats halves of that length and of no other),
+    and the drills as templates. Builds without the warm-up, or without its repeat stage,
+    parsed far fewer of their turns, so it stays."""
     call_weight: float = 4.0
     """Loss weight of tokens inside tool calls, against 1 for other assistant tokens: the
     ids and values a call copies are few tokens but decide the episode."""
@@ -274,7 +277,7 @@ def lookup_drills(seed: int, n: int) -> list[dict[str, Any]]:
 
 
 def copy_warmup(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
-    """Random token sequences shown twice (halves of 24 tokens), loss on the repeat; then
+    """Random token sequences shown twice (halves of `REPEAT_HALF`), loss on the repeat; then
     lookup drills, loss on the agent's turns."""
     import torch
 
@@ -286,15 +289,16 @@ def copy_warmup(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
     loss = torch.tensor(0.0)
     repeat_steps = config.warmup_steps // 3
     for step in range(repeat_steps):
-        half = vocab[torch.randint(len(vocab), (64, 24), generator=generator)]   # (B, 24)
-        input_ids = torch.cat([half, half], dim=1)                              # (B, 48)
-        logits = model(input_ids=input_ids).logits                              # (B, 48, V)
-        nll = torch.nn.functional.cross_entropy(logits[:, 23:-1].transpose(1, 2), input_ids[:, 24:])
+        half = vocab[torch.randint(len(vocab), (64, REPEAT_HALF), generator=generator)]  # (B, H)
+        input_ids = torch.cat([half, half], dim=1)                                       # (B, 2H)
+        logits = model(input_ids=input_ids).logits                                       # (B, 2H, V)
+        nll = torch.nn.functional.cross_entropy(  # token t+1 of the repeat from token t
+            logits[:, REPEAT_HALF - 1:-1].transpose(1, 2), input_ids[:, REPEAT_HALF:])
         optimizer.zero_grad(set_to_none=True)
         nll.backward()
         optimizer.step()
         loss = nll.detach()
-    log(f"copy warm-up: repeat task loss {loss.item():.3f}")
+    log(f"warm-up: repeat task loss {loss.item():.3f}")
     drills = [encode(tokenizer, d) for d in lookup_drills(config.seed, 32 * (config.warmup_steps - repeat_steps))]
     for step in range(config.warmup_steps - repeat_steps):
         batch = drills[32 * step: 32 * (step + 1)]
@@ -315,7 +319,7 @@ def copy_warmup(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
         optimizer.step()
         loss = loss.detach()
         if (step + 1) % 50 == 0:
-            log(f"copy warm-up: lookup drills {step + 1}  loss {loss.item():.3f}")
+            log(f"warm-up: lookup drills {step + 1}  loss {loss.item():.3f}")
     return round(loss.item(), 4)
 
 
