@@ -276,19 +276,45 @@ def lookup_drills(seed: int, n: int) -> list[dict[str, Any]]:
     return drills
 
 
-def copy_warmup(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
-    """Random token sequences shown twice (halves of `REPEAT_HALF`), loss on the repeat; then
-    lookup drills, loss on the agent's turns."""
+def new_optimizer(model, lr: float):
+    """The AdamW every training stage of the build uses."""
+    import torch
+
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+
+
+def weighted_loss(model, rows: list[tuple[Any, Any]], pad_id: int):
+    """(weighted mean next-token loss, real tokens) of a batch of (token ids, per-token
+    weights) rows, padded on the right; a token's weight (0 outside the agent's turns)
+    scales its loss."""
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id)                      # (B, T)
+    weights = torch.zeros((len(rows), width))
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, (ids, w) in enumerate(rows):
+        input_ids[row, : len(ids)] = torch.as_tensor(ids)
+        attention[row, : len(ids)] = 1
+        weights[row, : len(ids)] = torch.as_tensor(w, dtype=torch.float)
+    logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, T, V)
+    nll = torch.nn.functional.cross_entropy(                              # (B, T-1): token t+1 from t
+        logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none")
+    w = weights[:, 1:]
+    return (nll * w).sum() / w.sum().clamp(min=1.0), int(attention.sum())
+
+
+def repeat_stage(model, tokenizer, optimizer, config: TinyAgentConfig) -> float:
+    """`warmup_steps // 3` steps on random token sequences shown twice (halves of
+    `REPEAT_HALF`), loss on the repeat; returns the last step's loss."""
     import torch
 
     generator = torch.Generator().manual_seed(config.seed + 1)
     special = set(tokenizer.all_special_ids)
     vocab = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01, betas=(0.9, 0.98))
     model.train()
     loss = torch.tensor(0.0)
-    repeat_steps = config.warmup_steps // 3
-    for step in range(repeat_steps):
+    for _ in range(config.warmup_steps // 3):
         half = vocab[torch.randint(len(vocab), (64, REPEAT_HALF), generator=generator)]  # (B, H)
         input_ids = torch.cat([half, half], dim=1)                                       # (B, 2H)
         logits = model(input_ids=input_ids).logits                                       # (B, 2H, V)
@@ -298,29 +324,26 @@ def copy_warmup(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
         nll.backward()
         optimizer.step()
         loss = nll.detach()
-    log(f"warm-up: repeat task loss {loss.item():.3f}")
-    drills = [encode(tokenizer, d) for d in lookup_drills(config.seed, 32 * (config.warmup_steps - repeat_steps))]
-    for step in range(config.warmup_steps - repeat_steps):
-        batch = drills[32 * step: 32 * (step + 1)]
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
-        weights = torch.zeros((len(batch), width))
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (ids, mask) in enumerate(batch):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
-            weights[row, : len(ids)] = torch.tensor(mask, dtype=torch.float)
-        logits = model(input_ids=input_ids, attention_mask=attention).logits
-        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none")
-        w = weights[:, 1:]
-        loss = (nll * w).sum() / w.sum()
+    return loss.item()
+
+
+def warm_up(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
+    """The repeat stage, then the rest of `warmup_steps` on lookup drills (batches of 32,
+    loss on the agent's turns), with one optimiser; returns the last drill step's loss."""
+    optimizer = new_optimizer(model, config.lr)
+    log(f"warm-up: repeat task loss {repeat_stage(model, tokenizer, optimizer, config):.3f}")
+    drill_steps = config.warmup_steps - config.warmup_steps // 3
+    drills = [encode(tokenizer, d) for d in lookup_drills(config.seed, 32 * drill_steps)]
+    loss = 0.0
+    for step in range(drill_steps):
+        batch_loss, _ = weighted_loss(model, drills[32 * step: 32 * (step + 1)], tokenizer.pad_token_id)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        batch_loss.backward()
         optimizer.step()
-        loss = loss.detach()
+        loss = batch_loss.item()
         if (step + 1) % 50 == 0:
-            log(f"warm-up: lookup drills {step + 1}  loss {loss.item():.3f}")
-    return round(loss.item(), 4)
+            log(f"warm-up: lookup drills {step + 1}  loss {loss:.3f}")
+    return round(loss, 4)
 
 
 def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, log=print) -> dict[str, Any]:
@@ -357,7 +380,7 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
     schedule: list[int] = []
     while len(schedule) < config.steps:
         schedule += torch.randperm(len(batches), generator=generator).tolist()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    optimizer = new_optimizer(model, config.lr)
     model.train()
     losses, tokens = [], 0
     for step, b in enumerate(schedule[: config.steps]):
@@ -365,26 +388,13 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
         decay = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / max(1, config.steps)))
         for group in optimizer.param_groups:
             group["lr"] = config.lr * warm * decay
-        batch = [examples[i] for i in batches[b]]
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
-        weights = torch.zeros((len(batch), width))
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (ids, w) in enumerate(batch):
-            input_ids[row, : len(ids)] = ids                                   # (B, T)
-            attention[row, : len(ids)] = 1
-            weights[row, : len(ids)] = w                                       # 0 outside assistant turns
-        logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, T, V)
-        nll = torch.nn.functional.cross_entropy(                              # (B, T-1): token t+1 from t
-            logits[:, :-1].transpose(1, 2), input_ids[:, 1:], reduction="none")
-        w = weights[:, 1:]
-        loss = (nll * w).sum() / w.sum().clamp(min=1.0)
+        loss, n_tokens = weighted_loss(model, [examples[i] for i in batches[b]], tokenizer.pad_token_id)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
-        tokens += int(attention.sum())
+        tokens += n_tokens
         if (step + 1) % 10 == 0:
             log(f"step {step + 1}/{config.steps}  loss {sum(losses[-10:]) / len(losses[-10:]):.3f}")
     model.eval()
@@ -409,7 +419,7 @@ def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, 
     model = new_model(config.preset, tokenizer, config.seed)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: Qwen3 architecture, {n_params / 1e6:.2f} M parameters; SFT for {config.steps} steps")
-    warm = copy_warmup(model, tokenizer, config, log)
+    warm = warm_up(model, tokenizer, config, log)
     stats = {"copy_warmup_loss": warm, **sft(model, tokenizer, demos, config, log)}
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
