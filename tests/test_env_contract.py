@@ -96,6 +96,25 @@ def test_plain_text_is_a_reply_the_customer_answers(env):
     assert [m["role"] for m in obs[-2:]] == ["assistant", "user"]
 
 
+def test_seeded_reset_leaves_gymnasiums_generator(env):
+    """A seeded reset makes its Generator only when read; it must be the one gymnasium's
+    reset makes, advanced past the draw the episode took, so that unseeded resets after
+    it continue as they would with gymnasium's own reset."""
+    from gymnasium.utils import seeding
+
+    base = env.unwrapped
+    first, _ = env.reset(seed=11)
+    expected, _ = seeding.np_random(11)
+    expected.bit_generator.random_raw()
+    assert base.np_random_seed == 11
+    assert base._np_random.bit_generator.state == expected.bit_generator.state
+    after, _ = env.reset()
+    env.reset(seed=11)
+    assert env.reset()[0] == after and after != first
+    with pytest.raises(gym.error.Error, match="greater or equal to zero"):
+        env.reset(seed=-1)
+
+
 def test_step_order_is_enforced(env):
     base = env.unwrapped
     with pytest.raises(EpisodeError, match="before reset"):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import numpy as np
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from trace_gym.rng import Rng
+from trace_gym.rng import Rng, pcg64_first_output
 
 
 @given(st.integers(0, 2**32))
@@ -32,3 +33,19 @@ def test_digits_are_spread():
         for ch in rng.digits(13):
             counts[int(ch)] += 1
     assert min(counts) > 0.8 * max(counts)
+
+
+@given(st.integers(0, 2**140))
+@example(0)
+@example(2**32 - 1)
+@example(2**32)
+@example(2**128 - 1)
+@example(2**128)
+def test_first_output_is_numpys(seed):
+    assert pcg64_first_output(seed) == np.random.default_rng(seed).bit_generator.random_raw()
+
+
+def test_from_seed_draws_as_from_the_generator():
+    for seed in (0, 7, 10**9 + 3):
+        a, b = Rng.from_seed(seed), Rng(np.random.default_rng(seed))
+        assert [a.random() for _ in range(50)] == [b.random() for _ in range(50)]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
+import numpy as np
 
 from trace_gym import messages as msg
 from trace_gym.actions import parse_action
@@ -143,14 +144,40 @@ class TraceEnv(gym.Env[list, Any]):
 
     # -- the loop ----------------------------------------------------------------------
 
+    # gymnasium's `reset(seed=...)` makes a new numpy Generator (SeedSequence, then PCG64),
+    # which costs more than a small episode, and the episode needs only the Generator's first
+    # output: `Rng.from_seed` computes it directly. So a seeded reset records the seed, and
+    # `_np_random` (what gymnasium's `np_random` and its env checker read) makes the
+    # Generator on first read, advanced past that output: the state gymnasium's reset and
+    # `Rng(self.np_random)` would have left.
+    _generator: np.random.Generator | None = None
+    _unmade_seed: int | None = None
+
+    @property
+    def _np_random(self) -> np.random.Generator | None:
+        if self._unmade_seed is not None:
+            self._generator = np.random.default_rng(self._unmade_seed)
+            self._generator.bit_generator.random_raw()
+            self._unmade_seed = None
+        return self._generator
+
+    @_np_random.setter
+    def _np_random(self, generator: np.random.Generator | None) -> None:
+        self._generator, self._unmade_seed = generator, None
+
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
-        super().reset(seed=seed)
+        if type(seed) is int and seed >= 0:
+            rng = Rng.from_seed(seed)
+            self._unmade_seed = self._np_random_seed = seed
+        else:  # no seed (continue the Generator), or gymnasium's error for a bad one
+            super().reset(seed=seed)
+            rng = Rng(self.np_random)
         options = options or {}
         unknown = set(options) - {"hint"}
         if unknown:
             raise InvalidConfig(f"unknown reset option(s) {sorted(unknown)}; allowed: hint")
-        new = self._new_episode(Rng(self.np_random))
+        new = self._new_episode(rng)
         hint = bool(options.get("hint", False)) and bool(new.hint)
         prompt = with_hint(new.system_prompt, new.hint) if hint else new.system_prompt
         self._episode = Episode(

@@ -5,6 +5,11 @@ costs as much as a few hundred scalar draws whatever its size, so `Rng` takes on
 seed from the episode's numpy Generator and draws from a private Mersenne Twister seeded
 with it (`random.Random`, an instance, never the global module). Everything still comes
 from the episode seed: no global RNG, no clock, the same sequence on every platform.
+
+Making that Generator (numpy's SeedSequence, then PCG64) costs more than a whole small
+episode, and an episode needs only its first output, so `Rng.from_seed` computes that
+output directly (`pcg64_first_output`, numpy's algorithms in integer arithmetic; a test
+compares the two over many seeds).
 """
 
 from __future__ import annotations
@@ -30,7 +35,11 @@ class Rng:
 
     @classmethod
     def from_seed(cls, seed: int) -> Rng:
-        return cls(np.random.default_rng(seed))
+        """The same draws as `Rng(np.random.default_rng(seed))`, without making the Generator."""
+        rng = object.__new__(cls)
+        rng._mt = _random.Random(pcg64_first_output(seed))
+        rng.random = rng._mt.random
+        return rng
 
     def floats(self, n: int) -> list[float]:
         """n uniform floats in [0, 1)."""
@@ -96,3 +105,54 @@ class Rng:
                 out.append(alphabet[r])
             n -= k
         return "".join(out)
+
+
+# numpy's SeedSequence hashes the seed's 32-bit words into a pool of four, mixes the pool,
+# and derives PCG64's 128-bit state and increment from it. Its hash constants do not depend
+# on the seed, so each hashing step below is a precomputed (constant, next constant) pair.
+_M32, _M64, _M128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
+
+
+def _powers(start: int, multiplier: int, n: int) -> list[int]:
+    out = [start]
+    while len(out) < n:
+        out.append(out[-1] * multiplier & _M32)
+    return out
+
+
+_h = _powers(0x43B0D7E5, 0x931E8875, 17)
+_FILL = tuple((32 * k, _h[k], _h[k + 1]) for k in range(4))  # (word's shift, constants)
+_MIX = tuple((src, dst, _h[k], _h[k + 1]) for k, (src, dst) in
+             enumerate(((s, d) for s in range(4) for d in range(4) if s != d), start=4))
+_h = _powers(0x8B51F9DD, 0x58F38DED, 9)
+_STATE = tuple((i % 4, _h[i], _h[i + 1]) for i in range(8))  # (pool word, constants)
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
+_PCG_MULT_2 = _PCG_MULT * _PCG_MULT & _M128
+del _h
+
+
+def pcg64_first_output(seed: int) -> int:
+    """`np.random.default_rng(seed).bit_generator.random_raw()`: the first 64-bit output of
+    PCG64 seeded through SeedSequence, for a non-negative integer seed."""
+    if type(seed) is not int or not 0 <= seed < 1 << 128:  # longer entropy, or numpy's own error
+        return int(np.random.default_rng(seed).bit_generator.random_raw())
+    pool = []
+    for shift, h0, h1 in _FILL:
+        v = ((seed >> shift & _M32) ^ h0) * h1 & _M32
+        pool.append(v ^ v >> 16)
+    for src, dst, h0, h1 in _MIX:
+        v = (pool[src] ^ h0) * h1 & _M32
+        m = (_MIX_L * pool[dst] - _MIX_R * (v ^ v >> 16)) & _M32
+        pool[dst] = m ^ m >> 16
+    w = []
+    for i, h0, h1 in _STATE:
+        v = (pool[i] ^ h0) * h1 & _M32
+        w.append(v ^ v >> 16)
+    state = (w[0] | w[1] << 32) << 64 | w[2] | w[3] << 32
+    inc = ((w[4] | w[5] << 32) << 64 | w[6] | w[7] << 32) << 1 & _M128 | 1
+    # Seeding steps the LCG twice (from 0, then after adding the state); the draw once more.
+    state = ((inc + state) * _PCG_MULT_2 + inc * (_PCG_MULT + 1)) & _M128
+    x = (state >> 64) ^ (state & _M64)  # XSL-RR output
+    rot = state >> 122
+    return (x >> rot | x << (64 - rot)) & _M64
