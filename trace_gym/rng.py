@@ -3,8 +3,10 @@
 World and task generation makes about a thousand small draws per episode. A numpy call
 costs as much as a few hundred scalar draws whatever its size, so `Rng` takes one 64-bit
 seed from the episode's numpy Generator and draws from a private Mersenne Twister seeded
-with it (`random.Random`, an instance, never the global module). Everything still comes
-from the episode seed: no global RNG, no clock, the same sequence on every platform.
+with it (an instance of `random.Random`'s C base class, never the global module: the same
+draws, without the Python-level seeding wrapper that costs as much as the seeding).
+Everything still comes from the episode seed: no global RNG, no clock, the same sequence
+on every platform.
 
 Making that Generator (numpy's SeedSequence, then PCG64) costs more than a whole small
 episode, and an episode needs only its first output, so `Rng.from_seed` computes that
@@ -14,7 +16,7 @@ compares the two over many seeds).
 
 from __future__ import annotations
 
-import random as _random
+from _random import Random as _MersenneTwister  # random.Random's C base: the same draws
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -29,7 +31,7 @@ class Rng:
     __slots__ = ("_mt", "random")
 
     def __init__(self, gen: np.random.Generator) -> None:
-        self._mt = _random.Random(gen.bit_generator.random_raw())
+        self._mt = _MersenneTwister(gen.bit_generator.random_raw())
         self.random = self._mt.random
         """A uniform float in [0, 1)."""
 
@@ -37,7 +39,7 @@ class Rng:
     def from_seed(cls, seed: int) -> Rng:
         """The same draws as `Rng(np.random.default_rng(seed))`, without making the Generator."""
         rng = object.__new__(cls)
-        rng._mt = _random.Random(pcg64_first_output(seed))
+        rng._mt = _MersenneTwister(pcg64_first_output(seed))
         rng.random = rng._mt.random
         return rng
 
