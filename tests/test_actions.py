@@ -91,3 +91,49 @@ def test_any_json_value_parses(value):
     parse_action(value)
     parse_action(json.dumps(value))
     parse_action(f"<tool_call>{json.dumps(value)}</tool_call>")
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def _cyclic() -> dict:
+    d: dict = {}
+    d["self"] = d
+    return d
+
+
+def _deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+DEEP = "[" * 100_000  # degenerate model output: nested deeper than the JSON codec goes
+
+
+def test_arguments_json_cannot_hold_become_invalid_calls():
+    """Dict actions can carry what JSON cannot say; the call is refused, naming why."""
+    cases = {
+        "cycle": {"name": "a", "arguments": _cyclic()},
+        "object": {"name": "a", "arguments": {"x": object()}},
+        "unprintable": {"name": "a", "arguments": {"x": _Unprintable()}},
+        "deep": {"name": "a", "arguments": {"x": _deep(100_000)}},
+        "openai": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "a", "arguments": {"x": object()}}}]},
+    }
+    for case, action in cases.items():
+        (call,) = parse_action(action).calls
+        assert not call.valid and "cannot be written as JSON" in call.error, case
+        assert isinstance(json.loads(call.arguments_json())["raw"], str), case
+
+
+def test_nesting_deeper_than_json_reads_becomes_invalid_calls():
+    for text in (f'<tool_call>{{"name": "a", "arguments": {DEEP}</tool_call>', f'{{"a": {DEEP}}}',
+                 {"name": "a", "arguments": DEEP}):
+        (call,) = parse_action(text).calls
+        assert not call.valid and "not valid JSON" in call.error
+    parsed = parse_action({"role": "assistant", "content": _deep(100_000)})
+    assert parsed.calls[0].error == "content must be a string"

@@ -276,3 +276,13 @@ def test_compact_prompt_is_short_and_keeps_the_rules():
         assert len(compact[0]["content"]) < len(full[0]["content"]) / 3
         assert compact[1:] == full[1:]
         assert "Refuse" in compact[0]["content"]
+
+
+def test_actions_json_cannot_hold_are_error_observations(env):
+    cyclic: dict = {}
+    cyclic["self"] = cyclic
+    env.reset(seed=12)
+    for arguments in (cyclic, {"user_id": object()}, "[" * 100_000):
+        obs, reward, terminated, truncated, _ = env.step({"name": "get_user_details", "arguments": arguments})
+        assert obs[-1]["role"] == "tool" and obs[-1]["content"].startswith("Error: "), arguments
+        assert not (terminated or truncated) and reward == 0.0

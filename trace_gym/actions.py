@@ -36,6 +36,8 @@ class ParsedCall(NamedTuple):
     arguments: Any
     error: str | None = None
     raw: str | None = None
+    text: str | None = None
+    """The arguments as JSON text, as the conversation records them."""
 
     @property
     def valid(self) -> bool:
@@ -44,7 +46,13 @@ class ParsedCall(NamedTuple):
     def arguments_json(self) -> str:
         if self.error is not None:
             return dumps_tree({"raw": self.raw if self.raw is not None else ""})
-        return dumps(self.arguments)
+        return self.text if self.text is not None else dumps(self.arguments)
+
+
+# What reading or writing an agent's JSON can raise: RecursionError for nesting deeper than
+# the codec goes (degenerate model output such as thousands of "["), TypeError for values
+# that JSON cannot hold (a dict action can carry any Python object).
+_JSON_ERRORS = (TypeError, ValueError, RecursionError)
 
 
 class ParsedAction(NamedTuple):
@@ -81,17 +89,21 @@ def _call_from_mapping(obj: Any, raw: Callable[[], str]) -> ParsedCall:
     if isinstance(args, str):
         try:
             args = loads(args) if args.strip() else {}
-        except ValueError as exc:
+        except _JSON_ERRORS as exc:
             return _invalid(raw(), f"arguments of {name} are not valid JSON ({exc})")
     if not isinstance(args, dict):
         return _invalid(raw(), f"arguments of {name} must be a JSON object")
-    return ParsedCall(name, args)
+    try:
+        text = dumps(args)
+    except _JSON_ERRORS as exc:  # a dict action holding a cycle or a non-JSON value
+        return _invalid(raw(), f"arguments of {name} cannot be written as JSON ({exc})")
+    return ParsedCall(name, args, text=text)
 
 
 def _parse_json_call(text: str) -> ParsedCall:
     try:
         obj = loads(text)
-    except ValueError as exc:
+    except _JSON_ERRORS as exc:
         return _invalid(text, f"tool call is not valid JSON ({exc})")
     return _call_from_mapping(obj, lambda: text)
 
@@ -112,10 +124,10 @@ def parse_text(text: str) -> ParsedAction:
 def _parse_message(msg: dict) -> ParsedAction:
     content = msg.get("content")
     if content is not None and not isinstance(content, str):
-        return ParsedAction(None, (_invalid(repr(content)[:500], "content must be a string"),))
+        return ParsedAction(None, (_invalid(_dump(content), "content must be a string"),))
     raw_calls = msg.get("tool_calls") or []
     if not isinstance(raw_calls, list):
-        return ParsedAction(content, (_invalid(repr(raw_calls)[:500], "tool_calls must be a list"),))
+        return ParsedAction(content, (_invalid(_dump(raw_calls), "tool_calls must be a list"),))
     if not raw_calls:
         return parse_text(content or "")
     calls = tuple(_call_from_mapping(tc, lambda tc=tc: _dump(tc)) for tc in raw_calls)
@@ -126,8 +138,12 @@ def _dump(obj: Any) -> str:
     """The agent's action as text, for an invalid call to carry (repr if not JSON)."""
     try:
         return dumps(obj)
-    except (TypeError, ValueError):
+    except _JSON_ERRORS:
+        pass
+    try:
         return repr(obj)[:500]
+    except Exception:  # nested deeper than repr goes, or an object whose repr fails
+        return f"<{type(obj).__name__} that cannot be shown>"
 
 
 def parse_action(action: Any) -> ParsedAction:

@@ -30,7 +30,7 @@ def _valid_wire_call(tc: Any) -> bool:
         return False
     try:
         return isinstance(json.loads(fn["arguments"]), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
         return False
 
 

@@ -32,7 +32,7 @@ def inferred_tools(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for tc in m.get("tool_calls") or []:
                 try:
                     args = json.loads(tc["function"]["arguments"])
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(args, dict) and tc["function"]["name"] != "invalid_tool_call":
                     calls[tc["function"]["name"]].append(args)
