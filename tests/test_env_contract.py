@@ -49,6 +49,17 @@ def test_unknown_reset_option_is_refused(env):
         env.reset(seed=0, options={"hnt": True})
 
 
+@pytest.mark.parametrize("options, words", [(5, "must be a dict"), ("hint", "must be a dict"),
+                                            ({"hint": "yes"}, "True or False"), ({1: True, "a": 2}, "unknown")])
+def test_malformed_reset_options_are_refused_before_seeding(env, options, words):
+    env.reset(seed=3)
+    after, _ = env.reset()
+    env.reset(seed=3)
+    with pytest.raises(InvalidConfig, match=words):
+        env.reset(seed=99, options=options)
+    assert env.reset()[0] == after  # the refused reset took nothing from the generator
+
+
 def test_all_three_action_forms(env):
     obs, _ = env.reset(seed=3)
     user_id_tool = "get_user_details"

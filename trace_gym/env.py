@@ -167,16 +167,20 @@ class TraceEnv(gym.Env[list, Any]):
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        options = {} if options is None else options
+        if not isinstance(options, dict):
+            raise InvalidConfig(f"reset options={options!r} are invalid: must be a dict such as {{'hint': True}}")
+        unknown = set(options) - {"hint"}
+        if unknown:
+            raise InvalidConfig(f"unknown reset option(s) {sorted(unknown, key=repr)}; allowed: hint")
+        if not isinstance(options.get("hint", False), bool):
+            raise InvalidConfig(f"reset option hint={options['hint']!r} is invalid: must be True or False")
         if type(seed) is int and seed >= 0:
             rng = Rng.from_seed(seed)
             self._unmade_seed = self._np_random_seed = seed
         else:  # no seed (continue the Generator), or gymnasium's error for a bad one
             super().reset(seed=seed)
             rng = Rng(self.np_random)
-        options = options or {}
-        unknown = set(options) - {"hint"}
-        if unknown:
-            raise InvalidConfig(f"unknown reset option(s) {sorted(unknown)}; allowed: hint")
         new = self._new_episode(rng)
         hint = bool(options.get("hint", False)) and bool(new.hint)
         prompt = with_hint(new.system_prompt, new.hint) if hint else new.system_prompt
