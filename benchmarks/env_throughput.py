@@ -2,6 +2,7 @@
 
     python benchmarks/env_throughput.py [--episodes 400] [--repeats 5] [ENV_ID ...]
     python benchmarks/env_throughput.py --instructions [--episodes 100] [ENV_ID ...]
+    python benchmarks/env_throughput.py --phases [--episodes 400] [ENV_ID ...]
 
 Each env runs `repeats` rounds of `episodes` oracle episodes through `gym.make` (as users
 get it, wrappers included); the best round is reported (the least disturbed by other work
@@ -12,6 +13,10 @@ Wall-clock rates on a shared VM swing by tens of percent; `--instructions` print
 stable figure instead: instructions per episode, counted by valgrind's callgrind (the same
 episodes run twice, after a warm-up, with and without the measured ones; the difference
 over their number), with PYTHONHASHSEED fixed.
+
+`--phases` prints where an episode's time goes, in microseconds per episode (best of
+`repeats` rounds): reset (the task, its world and the opening conversation), steps (the
+oracle's turns and the env's answers, verification excluded) and verification.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -57,6 +63,36 @@ def episodes_per_second(env_id: str, episodes: int, first_seed: int) -> float:
     return episodes / (time.perf_counter() - start)
 
 
+def phases(env_id: str, episodes: int, first_seed: int) -> tuple[float, float, float]:
+    """Seconds per episode spent in reset, in steps (verification excluded), in verification."""
+    env = gym.make(env_id)
+    base = env.unwrapped
+    verify, verifying = base.verify, [0.0]
+
+    def timed_verify(*args: Any) -> Any:  # the env calls self.verify at the episode's end
+        start = time.perf_counter()
+        try:
+            return verify(*args)
+        finally:
+            verifying[0] += time.perf_counter() - start
+
+    base.verify = timed_verify
+    resetting = stepping = 0.0
+    for seed in range(first_seed, first_seed + episodes):
+        start = time.perf_counter()
+        obs, _ = env.reset(seed=seed)
+        resetting += time.perf_counter() - start
+        done = False
+        while not done:
+            action = base.oracle_action(obs)
+            start = time.perf_counter()
+            obs, reward, terminated, truncated, _ = env.step(action)
+            stepping += time.perf_counter() - start
+            done = terminated or truncated
+        assert reward == 1.0, (env_id, seed)
+    return resetting / episodes, (stepping - verifying[0]) / episodes, verifying[0] / episodes
+
+
 def instructions(env_id: str, episodes: int) -> float:
     """Instructions per oracle episode, from two callgrind runs."""
     valgrind = shutil.which("valgrind")
@@ -81,6 +117,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=None, help="per round (default 400; 100 with --instructions)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--instructions", action="store_true", help="count instructions per episode (callgrind)")
+    parser.add_argument("--phases", action="store_true", help="time reset, steps and verification apart")
     parser.add_argument("--play", type=int, help=argparse.SUPPRESS)  # the measured child of --instructions
     args = parser.parse_args()
     if args.play is not None:
@@ -99,6 +136,14 @@ def main() -> None:
             print(f"{env_id:44s} {instructions(env_id, episodes) / 1e6:19.2f} M", flush=True)
         return
     episodes = args.episodes or 400
+    if args.phases:
+        print(f"{'env':44s} {'reset us':>9s} {'steps us':>9s} {'verify us':>10s}")
+        for env_id in ids:
+            phases(env_id, 50, 10**6)  # warm up
+            rounds = [phases(env_id, episodes, r * episodes) for r in range(args.repeats)]
+            reset, steps, verify = (min(r[i] for r in rounds) * 1e6 for i in range(3))
+            print(f"{env_id:44s} {reset:9.0f} {steps:9.0f} {verify:10.0f}", flush=True)
+        return
     print(f"{'env':44s} {'best eps/s':>11s} {'median':>9s} {'goal':>6s}")
     for env_id in ids:
         episodes_per_second(env_id, 50, 10**6)  # warm up: imports, schema compilation
