@@ -14,9 +14,10 @@ stable figure instead: instructions per episode, counted by valgrind's callgrind
 episodes run twice, after a warm-up, with and without the measured ones; the difference
 over their number), with PYTHONHASHSEED fixed.
 
-`--phases` prints where an episode's time goes, in microseconds per episode (best of
-`repeats` rounds): reset (the task, its world and the opening conversation), steps (the
-oracle's turns and the env's answers, verification excluded) and verification.
+`--phases` prints where an episode's time goes, in microseconds per episode: reset (the
+task, its world and the opening conversation), steps (the oracle's turns and the env's
+answers, verification excluded) and verification, each the best of `repeats` rounds on its
+own (so the three may come from different rounds).
 """
 
 from __future__ import annotations

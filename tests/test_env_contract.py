@@ -32,6 +32,12 @@ def test_reset_observation_and_info(env):
     assert HINT_OPEN not in obs[0]["content"]
 
 
+def test_numpy_bool_hint_is_a_hint(env):
+    import numpy as np
+
+    assert env.reset(seed=2, options={"hint": np.True_})[0] == env.reset(seed=2, options={"hint": True})[0]
+
+
 def test_hint_mode_keeps_the_unhinted_prompt(env):
     plain, _ = env.reset(seed=2)
     hinted, info = env.reset(seed=2, options={"hint": True})

@@ -37,7 +37,7 @@ class ParsedCall(NamedTuple):
     error: str | None = None
     raw: str | None = None
     text: str | None = None
-    """The arguments as JSON text, as the conversation records them."""
+    """A valid call's arguments as JSON text, as the conversation records them."""
 
     @property
     def valid(self) -> bool:
@@ -49,9 +49,10 @@ class ParsedCall(NamedTuple):
         return self.text if self.text is not None else dumps(self.arguments)
 
 
-# What reading or writing an agent's JSON can raise: RecursionError for nesting deeper than
-# the codec goes (degenerate model output such as thousands of "["), TypeError for values
-# that JSON cannot hold (a dict action can carry any Python object).
+# What reading or writing an agent's JSON can raise: ValueError for text that is not JSON,
+# a cycle or an integer too long to print; RecursionError for nesting deeper than the codec
+# goes (degenerate model output such as thousands of "["); TypeError for values that JSON
+# cannot hold (a dict action can carry any Python object).
 _JSON_ERRORS = (TypeError, ValueError, RecursionError)
 
 

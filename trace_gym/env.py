@@ -151,19 +151,19 @@ class TraceEnv(gym.Env[list, Any]):
     # Generator on first read, advanced past that output: the state gymnasium's reset and
     # `Rng(self.np_random)` would have left.
     _generator: np.random.Generator | None = None
-    _unmade_seed: int | None = None
+    _pending_seed: int | None = None
 
     @property
     def _np_random(self) -> np.random.Generator | None:
-        if self._unmade_seed is not None:
-            self._generator = np.random.default_rng(self._unmade_seed)
+        if self._pending_seed is not None:
+            self._generator = np.random.default_rng(self._pending_seed)
             self._generator.bit_generator.random_raw()
-            self._unmade_seed = None
+            self._pending_seed = None
         return self._generator
 
     @_np_random.setter
     def _np_random(self, generator: np.random.Generator | None) -> None:
-        self._generator, self._unmade_seed = generator, None
+        self._generator, self._pending_seed = generator, None
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
@@ -173,12 +173,12 @@ class TraceEnv(gym.Env[list, Any]):
         unknown = set(options) - {"hint"}
         if unknown:
             raise InvalidConfig(f"unknown reset option(s) {sorted(unknown, key=repr)}; allowed: hint")
-        if not isinstance(options.get("hint", False), bool):
+        if not isinstance(options.get("hint", False), (bool, np.bool_)):
             raise InvalidConfig(f"reset option hint={options['hint']!r} is invalid: must be True or False")
         if type(seed) is int and seed >= 0:
             rng = Rng.from_seed(seed)
-            self._unmade_seed = self._np_random_seed = seed
-        else:  # no seed (continue the Generator), or gymnasium's error for a bad one
+            self._pending_seed = self._np_random_seed = seed
+        else:  # no seed (continue the Generator), a bool, or gymnasium's error for a bad seed
             super().reset(seed=seed)
             rng = Rng(self.np_random)
         new = self._new_episode(rng)

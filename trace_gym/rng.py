@@ -137,7 +137,7 @@ del _h
 def pcg64_first_output(seed: int) -> int:
     """`np.random.default_rng(seed).bit_generator.random_raw()`: the first 64-bit output of
     PCG64 seeded through SeedSequence, for a non-negative integer seed."""
-    if type(seed) is not int or not 0 <= seed < 1 << 128:  # longer entropy, or numpy's own error
+    if type(seed) is not int or not 0 <= seed < 1 << 128:  # bools, numpy ints, longer entropy, errors
         return int(np.random.default_rng(seed).bit_generator.random_raw())
     pool = []
     for shift, h0, h1 in _FILL:
