@@ -221,7 +221,8 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
     complete = done == len(task.operations)
     checks.append(Check("all_operations", complete, 0.4 if complete else 0.0))
     wrong = max(0, sum(1 for _, _, ok in write_calls(task, messages, arguments=False) if ok) - done)
-    checks.append(Check("wrong_writes", wrong == 0, -0.1 * wrong, f"{wrong} write(s) completed no operation"))
+    checks.append(Check("wrong_writes", wrong == 0, -0.1 * wrong if wrong else 0.0,  # not -0.0
+                        f"{wrong} write(s) completed no operation"))
     return Verdict(sum(c.credit for c in checks), tuple(checks))
 
 

@@ -3,6 +3,7 @@ below it, the rewards the issue specifies, and domain mixing."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import gymnasium as gym
@@ -98,6 +99,17 @@ def test_multi_step_reward_formula():
         assert reward == pytest.approx(0.6 * (n - 1) / n)  # the wrong write failed: no penalty
     assert counts[("airline", 2)] > counts[("airline", 3)] > counts[("airline", 4)]
     assert counts[("retail", 2)] > counts[("retail", 4)]
+
+
+def test_multi_step_full_credit_has_no_negative_zero():
+    env = gym.make("trace/multi_step_task_completion-v0")
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action(obs))
+        done = terminated or truncated
+    (check,) = [c for c in info["verdict"]["checks"] if c["name"] == "wrong_writes"]
+    assert json.dumps(check["credit"]) == "0.0"  # a penalty of none is 0.0, not -0.0
 
 
 def test_multi_step_penalises_extra_writes():
