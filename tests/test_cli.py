@@ -64,3 +64,28 @@ def test_console_script_is_installed():
     out = subprocess.run([exe, "play", "trace/airline-v0", "--seed", "0", "--policy", "oracle", "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["passed"] is True
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["play", "trace/airline-v0", "--seed", "-3"], "--seed: -3 is invalid: must be an integer >= 0"),
+    (["rollout", "trace/airline-v0", "--seeds", "0:2", "--samples", "0", "--out", "x.jsonl"], "--samples: 0 is invalid"),
+    (["eval", "trace/airline-v0", "--seeds", "0:2", "--trials", "0"], "--trials: 0 is invalid"),
+    (["eval", "trace/airline-v0", "--seeds", "0:2", "--workers", "two"], "--workers: 'two' is not an integer"),
+    (["tiny-agent", "build", "--threads", "0"], "--threads: 0 is invalid"),
+])
+def test_counts_out_of_range_are_refused_naming_the_flag(capsys, argv, words):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--temperature", "-1", "temperature=-1.0 is invalid"), ("--top-p", "2", "top_p=2.0 is invalid"),
+    ("--max-new-tokens", "0", "max_tokens=0 is invalid"), ("--retries", "-1", "retries=-1 is invalid"),
+    ("--timeout", "0", "timeout=0.0 is invalid"),
+])
+def test_bad_sampling_settings_are_refused_before_any_request(capsys, flag, value, words):
+    argv = ["eval", "trace/airline-v0", "--policy", "endpoint", "--base-url", "http://127.0.0.1:9/v1",
+            "--seeds", "0:1", "--quiet", "--out", os.devnull, flag, value]
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err

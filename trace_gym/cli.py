@@ -22,6 +22,24 @@ from collections.abc import Sequence
 from trace_gym.errors import TraceGymError
 
 
+def _at_least(minimum: int):
+    """An argparse type: an integer >= minimum (a count, a seed, a number of seconds)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is invalid: must be an integer >= {minimum}")
+        return value
+
+    return parse
+
+
+COUNT, NON_NEGATIVE = _at_least(1), _at_least(0)
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from trace_gym.registry import list_envs
 
@@ -347,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("play", help="play one episode and print the transcript and verdict")
     p.add_argument("env_id", help="environment id, e.g. trace/airline-v0")
-    p.add_argument("--seed", type=int, required=True, help="episode seed")
+    p.add_argument("--seed", type=NON_NEGATIVE, required=True, help="episode seed")
     p.add_argument("--policy", default="oracle", choices=["oracle", "random"], help="who plays")
     p.add_argument("--hint", action="store_true", help="add the expert guidance to the system prompt")
     p.add_argument("--json", action="store_true", help="print the trajectory record as one JSON line")
@@ -356,8 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="audit a generated env (static rules + sandboxed property kit)")
     p.add_argument("target", help="env id (e.g. trace/precondition_verification-v0) or module path")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--examples", type=int, default=20, help="hypothesis examples per property")
-    p.add_argument("--timeout", type=int, default=90, help="wall-clock seconds for the sandboxed run")
+    p.add_argument("--examples", type=COUNT, default=20, help="hypothesis examples per property")
+    p.add_argument("--timeout", type=COUNT, default=90, help="wall-clock seconds for the sandboxed run")
     p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
     p.set_defaults(run=_cmd_audit)
 
@@ -368,13 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seeds", required=True, help="A:B, indices into the split (seed = split start + index)")
         p.add_argument("--split", default="train" if name == "rollout" else "test", choices=["train", "test"])
         if name == "rollout":
-            p.add_argument("--samples", type=int, default=1, help="episodes per seed")
+            p.add_argument("--samples", type=COUNT, default=1, help="episodes per seed")
             p.add_argument("--out", required=True, help="JSON Lines file (appended; a rerun resumes)")
         else:
-            p.add_argument("--trials", type=int, default=1, help="episodes per seed (for pass^k)")
+            p.add_argument("--trials", type=COUNT, default=1, help="episodes per seed (for pass^k)")
             p.add_argument("--out", help="where the trajectories go (default: runs/eval/...)")
             p.add_argument("--json", action="store_true")
-        p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)),
+        p.add_argument("--workers", type=COUNT, default=max(1, (os.cpu_count() or 1)),
                        help="parallel episodes (processes, threads or batch size, by policy)")
         p.add_argument("--hint", action="store_true")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -395,8 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", help="analyst endpoint (default: $OPENAI_BASE_URL or $VLLM_BASE_URLS)")
     p.add_argument("--model", help="analyst model (default: $TRACE_GYM_MODEL)")
     p.add_argument("--api-key")
-    p.add_argument("--max-requests", type=int, help="cap on LLM requests (rerun to continue)")
-    p.add_argument("--workers", type=int, default=4, help="labelling runs in parallel")
+    p.add_argument("--max-requests", type=COUNT, help="cap on LLM requests (rerun to continue)")
+    p.add_argument("--workers", type=COUNT, default=4, help="labelling runs in parallel")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_analyze)
 
@@ -408,18 +426,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trajectories", nargs="*", help="the analysed trajectories (examples and the target's tools)")
     p.add_argument("--envs-dir", help="where envs are installed (default: generated_envs/ in a checkout)")
     p.add_argument("--run-dir", default="runs/synthesis", help="every attempt's prompt, reply, module, report")
-    p.add_argument("--attempts", type=int, default=5)
+    p.add_argument("--attempts", type=COUNT, default=5)
     p.add_argument("--replace", action="store_true", help="regenerate envs that are already installed")
     p.add_argument("--llm-temperature", type=float, default=0.7)
-    p.add_argument("--max-tokens", type=int, default=8192)
+    p.add_argument("--max-tokens", type=COUNT, default=8192)
     p.add_argument("--request-timeout", type=float, default=600)
     # The base policy to calibrate with (none: no calibration); an endpoint policy is
     # served by the synthesis agent's endpoint (--base-url, --model, --api-key above).
     _policy_args(p, "calibration (with a base policy)", default=None, temperature_flag="--policy-temperature",
                  temperature=0.7, endpoint=False)
     g = p.add_argument_group("calibration sizes")
-    g.add_argument("--calibration-seeds", type=int, default=100)
-    g.add_argument("--calibration-samples", type=int, default=16)
+    g.add_argument("--calibration-seeds", type=COUNT, default=100)
+    g.add_argument("--calibration-samples", type=COUNT, default=16)
     _band_args(p)
     p.set_defaults(run=_cmd_synthesize)
 
@@ -427,9 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_id")
     p.add_argument("--seeds", default="0:100", help="A:B, indices into the split")
     p.add_argument("--split", default="train", choices=["train", "test"])
-    p.add_argument("--samples", type=int, default=16, help="samples per seed (a GRPO group)")
+    p.add_argument("--samples", type=COUNT, default=16, help="samples per seed (a GRPO group)")
     p.add_argument("--out", help="trajectory file (default: runs/calibration/...)")
-    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)))
+    p.add_argument("--workers", type=COUNT, default=max(1, (os.cpu_count() or 1)))
     p.add_argument("--hint", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true")
@@ -448,14 +466,14 @@ def build_parser() -> argparse.ArgumentParser:
     from trace_gym.tinyagent.build import PRESETS, TinyAgentConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TinyAgentConfig)}
-    b.add_argument("--seed", type=int, default=defaults["seed"])
+    b.add_argument("--seed", type=NON_NEGATIVE, default=defaults["seed"])
     b.add_argument("--out", help="directory (default: the cache directory)")
     b.add_argument("--preset", default=defaults["preset"], choices=list(PRESETS))
     b.add_argument("--episodes", type=int, default=defaults["episodes"], help="oracle demonstrations per target env")
     b.add_argument("--steps", type=int, default=defaults["steps"], help="SFT steps")
-    b.add_argument("--warmup-steps", type=int, default=defaults["warmup_steps"],
+    b.add_argument("--warmup-steps", type=NON_NEGATIVE, default=defaults["warmup_steps"],
                    help="warm-up steps before SFT (a repeat task, then lookup drills)")
-    b.add_argument("--threads", type=int, default=defaults["threads"], help="torch threads while building")
+    b.add_argument("--threads", type=COUNT, default=defaults["threads"], help="torch threads while building")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
     b.add_argument("--weak-share", type=float, default=defaults["weak_share"], help="share of weak-kind demonstrations kept")
     b.set_defaults(run=_cmd_tiny_agent)

@@ -104,3 +104,12 @@ def test_weak_kinds_leave_kinds_out():
 
     with pytest.raises(InvalidConfig, match="weak_kinds"):
         TinyAgentConfig(weak_kinds=("fly_to_mars",))
+
+
+@pytest.mark.parametrize("field, value", [("warmup_steps", -5), ("threads", 0), ("lr", 0.0), ("call_weight", -1.0)])
+def test_build_knobs_are_validated(field, value):
+    from trace_gym.errors import InvalidConfig
+    from trace_gym.tinyagent.build import TinyAgentConfig
+
+    with pytest.raises(InvalidConfig, match=f"{field}={value!r} is invalid"):
+        TinyAgentConfig(**{field: value})

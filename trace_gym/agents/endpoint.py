@@ -43,6 +43,13 @@ class EndpointPolicy:
                  timeout: float = 60.0, retries: int = 3, backoff: float = 0.5) -> None:
         from openai import OpenAI
 
+        from trace_gym.agents.base import check_sampling
+
+        check_sampling("endpoint policy", temperature, top_p, max_tokens)
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise InvalidConfig(f"endpoint policy: timeout={timeout!r} is invalid: must be seconds > 0")
+        if not (type(retries) is int and retries >= 0):
+            raise InvalidConfig(f"endpoint policy: retries={retries!r} is invalid: must be an integer >= 0")
         self.base_url = resolve_base_url(base_url)
         self.model = model or os.environ.get("TRACE_GYM_MODEL") or "default"
         self.name = f"endpoint:{self.model}"

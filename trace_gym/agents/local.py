@@ -26,6 +26,11 @@ class LocalModelPolicy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from trace_gym.agents.base import check_sampling
+
+        check_sampling("local policy", temperature, top_p, max_new_tokens)
+        if not (type(threads) is int and threads >= 1):
+            raise InvalidConfig(f"local policy: threads={threads!r} is invalid: must be an integer >= 1")
         path = Path(model_path)
         if not (path / "config.json").is_file():
             raise InvalidConfig(f"model_path={str(path)!r} is not a model directory (no config.json); "

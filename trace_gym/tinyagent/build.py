@@ -92,6 +92,12 @@ class TinyAgentConfig:
         require(self, "episodes", isinstance(self.episodes, int) and 1 <= self.episodes <= 100_000, "must be in 1..100000")
         require(self, "weak_share", 0.0 <= self.weak_share <= 1.0, "must be in [0, 1]")
         require(self, "steps", isinstance(self.steps, int) and self.steps >= 0, "must be an integer >= 0")
+        require(self, "warmup_steps", isinstance(self.warmup_steps, int) and self.warmup_steps >= 0,
+                "must be an integer >= 0")
+        require(self, "threads", isinstance(self.threads, int) and self.threads >= 1, "must be an integer >= 1")
+        require(self, "lr", isinstance(self.lr, (int, float)) and self.lr > 0, "must be a number > 0")
+        require(self, "call_weight", isinstance(self.call_weight, (int, float)) and self.call_weight >= 0,
+                "must be a number >= 0")
         require(self, "max_tokens", 256 <= self.max_tokens <= 8192, "must be in 256..8192")
         object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
         from trace_gym.targets import airline, retail
