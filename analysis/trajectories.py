@@ -16,13 +16,20 @@ def load_records(paths: list[str | Path]) -> list[dict[str, Any]]:
     """Every record of every input, each id once (a later duplicate is an error)."""
     from trace_gym.rollout import read_records
     from trace_gym.tau2 import import_results
+    from trace_gym.trajectory import record_problem
 
     records: list[dict[str, Any]] = []
     seen: set[str] = set()
     for raw in paths:
         path = Path(raw)
+        if not path.exists():
+            raise TraceGymError(f"{path}: no such file or directory")
         if path.suffix == ".jsonl":
             batch = read_records(path)
+            for number, r in enumerate(batch, 1):
+                problem = record_problem(r)
+                if problem:
+                    raise TraceGymError(f"{path}: record {number} is not a trajectory record: {problem}")
         elif path.is_dir() or path.suffix == ".json":
             batch = list(import_results(path))
         else:

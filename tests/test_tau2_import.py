@@ -65,3 +65,10 @@ def test_cli_import(tmp_path):
     assert main(["import-tau2", *files, "--out", str(out)]) == 0
     assert main(["import-tau2", *files, "--out", str(out)]) == 0  # idempotent
     assert len(read_records(out)) == 24
+
+
+def test_json_nested_deeper_than_json_reads_is_refused(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(TraceGymError, match="cannot read a tau2 results file"):
+        list(import_results(path))

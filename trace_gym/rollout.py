@@ -56,9 +56,12 @@ def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except ValueError:
-            raise TraceGymError(f"{path}: line {number} is not a JSON record") from None
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
+            record = None
+        if not isinstance(record, dict):
+            raise TraceGymError(f"{path}: line {number} is not a JSON record (an object)")
+        records.append(record)
     return records
 
 

@@ -34,7 +34,7 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     sims_dir = meta_path.parent / "simulations"
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json reads
         raise TraceGymError(f"{meta_path}: cannot read a tau2 results file ({exc})") from None
     if not isinstance(meta, dict) or "tasks" not in meta or "info" not in meta:
         raise TraceGymError(f"{meta_path}: not a tau2 results file (expected 'info' and 'tasks')")
@@ -44,7 +44,7 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         for f in sorted(sims_dir.glob("*.json")):
             try:
                 sims.append(json.loads(f.read_text(encoding="utf-8")))
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise TraceGymError(f"{f}: not valid JSON ({exc})") from None
         index = meta.get("simulation_index")
         if index is not None and {e["id"] for e in index} != {s["id"] for s in sims}:

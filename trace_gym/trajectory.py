@@ -19,6 +19,25 @@ from trace_gym.seeding import split_of
 SCHEMA_VERSION = 1
 
 
+def record_problem(record: dict[str, Any]) -> str | None:
+    """What keeps a JSON object from being a trajectory record that analysis can read (the
+    fields it reads, of their types), or None."""
+    missing = [k for k in ("id", "messages", "reward", "passed") if k not in record]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    if not isinstance(record["id"], str):
+        return f"id must be a string, got {record['id']!r}"
+    if not isinstance(record["passed"], bool):
+        return f"passed must be true or false, got {record['passed']!r}"
+    if isinstance(record["reward"], bool) or not isinstance(record["reward"], (int, float)):
+        return f"reward must be a number, got {record['reward']!r}"
+    messages = record["messages"]
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                 for m in messages):
+        return "messages must be a list of chat messages (objects with a 'role')"
+    return None
+
+
 def passed(reward: float) -> bool:
     return reward >= 1.0 - 1e-9
 

@@ -56,3 +56,22 @@ def test_cli_analyze(runs, tmp_path, capsys):
     assert (tmp_path / "capabilities.png").is_file()
     assert main(["analyze", str(runs), "--out", str(tmp_path), "--runs", "3"]) == 2  # K=8 > N=3
     assert "k=8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("record, words", [
+    ({"a": 1}, "missing field(s) id, messages, reward, passed"),
+    ({"id": "x", "messages": [], "reward": 1.0, "passed": "yes"}, "passed must be true or false"),
+    ({"id": "x", "messages": ["hi"], "reward": 1.0, "passed": True}, "messages must be a list of chat messages"),
+    ({"id": 3, "messages": [], "reward": 1.0, "passed": True}, "id must be a string"),
+])
+def test_records_analysis_cannot_read_are_refused_saying_which(tmp_path, record, words):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(TraceGymError, match="record 1 is not a trajectory record") as exc:
+        load_records([path])
+    assert words in str(exc.value)
+
+
+def test_a_missing_input_is_named(tmp_path):
+    with pytest.raises(TraceGymError, match="nope.jsonl: no such file"):
+        load_records([tmp_path / "nope.jsonl"])

@@ -10,8 +10,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import REPO
 from trace_gym.agents.base import make_policy
+from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import sha256_json
 from trace_gym.rollout import append_record, read_records, rollout
 from trace_gym.seeding import seeds
@@ -95,3 +98,13 @@ def test_malformed_complete_line_is_an_error(tmp_path):
 
 def test_seed_indices_map_into_splits():
     assert list(seeds("test", 0, 3)) == [1_000_000_000, 1_000_000_001, 1_000_000_002]
+
+
+@pytest.mark.parametrize("line", [b"[1, 2]", b'"text"', b"[" * 100_000])
+def test_a_line_that_is_not_an_object_is_an_error(tmp_path, line):
+    out = tmp_path / "bad.jsonl"
+    append_record(out, {"id": "a"})
+    with open(out, "ab") as f:
+        f.write(line + b"\n")
+    with pytest.raises(TraceGymError, match="line 2 is not a JSON record"):
+        read_records(out)
