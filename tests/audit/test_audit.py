@@ -123,3 +123,13 @@ def test_cli_audit_json_and_exit_status(tmp_path, capsys):
     assert data["passed"] is False and any("network" in r for r in data["reasons"])
     assert main(["audit", str(bad)]) == 1
     assert "FAILED" in capsys.readouterr().out
+
+
+def test_a_target_that_is_not_a_module_file_is_named(tmp_path):
+    from trace_gym.audit import resolve
+    from trace_gym.errors import TraceGymError
+
+    with pytest.raises(TraceGymError, match="a directory, not a module file"):
+        resolve(str(tmp_path))
+    with pytest.raises(TraceGymError, match="no such module file"):
+        resolve(str(tmp_path / "missing.py"))

@@ -69,7 +69,8 @@ def resolve(target: str) -> tuple[Path, str | None, str | None]:
     if target.endswith(".py") or "/" in target and Path(target).exists():
         path = Path(target).resolve()
         if not path.is_file():
-            raise TraceGymError(f"no such module file: {target}")
+            what = "a directory, not a module file" if path.is_dir() else "no such module file"
+            raise TraceGymError(f"{target}: {what} (audit takes an env id or a .py file)")
         from trace_gym.registry import list_envs
 
         env_id = next((e.id for e in list_envs() if e.kind == "capability" and _module_path(e.entry_point) == path), None)
