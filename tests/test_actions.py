@@ -137,3 +137,24 @@ def test_nesting_deeper_than_json_reads_becomes_invalid_calls():
         assert not call.valid and "not valid JSON" in call.error
     parsed = parse_action({"role": "assistant", "content": _deep(100_000)})
     assert parsed.calls[0].error == "content must be a string"
+
+
+class _HostileDict(dict):
+    def items(self):
+        raise KeyError("boom")
+
+    keys = __iter__ = __repr__ = items
+
+
+def test_objects_whose_methods_raise_become_invalid_calls():
+    for action in (_HostileDict(name="a"), {"name": "a", "arguments": _HostileDict(x=1)}):
+        (call,) = parse_action(action).calls
+        assert not call.valid and "could not be read (KeyError" in call.error
+        assert json.loads(call.arguments_json())["raw"]
+
+
+def test_a_str_subclass_name_is_read_as_a_plain_str():
+    import numpy as np
+
+    call = parse_action({"name": np.str_("a"), "arguments": {}}).calls[0]
+    assert call.valid and type(call.name) is str and call.name == "a"

@@ -83,9 +83,10 @@ def _call_from_mapping(obj: Any, raw: Callable[[], str]) -> ParsedCall:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return _invalid(raw(), "a tool call needs a non-empty string 'name'")
+    name = str.__str__(name)  # a plain str, whatever subclass (numpy.str_, ...) it came as
     if not obj.keys() <= _CALL_KEYS:
         extra = set(obj) - _CALL_KEYS
-        return _invalid(raw(), f"unexpected key(s) in tool call: {', '.join(sorted(extra))}")
+        return _invalid(raw(), f"unexpected key(s) in tool call: {', '.join(sorted(map(str, extra)))}")
     args = obj.get("arguments", {})
     if isinstance(args, str):
         try:
@@ -139,7 +140,7 @@ def _dump(obj: Any) -> str:
     """The agent's action as text, for an invalid call to carry (repr if not JSON)."""
     try:
         return dumps(obj)
-    except _JSON_ERRORS:
+    except Exception:  # not JSON, or an object whose methods fail
         pass
     try:
         return repr(obj)[:500]
@@ -149,6 +150,14 @@ def _dump(obj: Any) -> str:
 
 def parse_action(action: Any) -> ParsedAction:
     """Read any agent action (see the module docstring); never raises."""
+    try:
+        return _parse_action(action)
+    except Exception as exc:  # objects no model writes: a dict subclass whose methods raise, ...
+        return ParsedAction(None, (_invalid(_dump(action), f"the action could not be read "
+                                            f"({type(exc).__name__}: {exc})"),))
+
+
+def _parse_action(action: Any) -> ParsedAction:
     if isinstance(action, str):
         return parse_text(action)
     if isinstance(action, dict):
