@@ -145,8 +145,8 @@ class TraceEnv(gym.Env[list, Any]):
     # -- the loop ----------------------------------------------------------------------
 
     # gymnasium's `reset(seed=...)` makes a new numpy Generator (SeedSequence, then PCG64),
-    # which costs more than a small episode, and the episode needs only the Generator's first
-    # output: `Rng.from_seed` computes it directly. So a seeded reset records the seed, and
+    # a large part of a small episode's cost (README, Performance), and the episode needs
+    # only the Generator's first output: `Rng.from_seed` computes it directly. So a seeded reset records the seed, and
     # `_np_random` (what gymnasium's `np_random` and its env checker read) makes the
     # Generator on first read, advanced past that output: the state gymnasium's reset and
     # `Rng(self.np_random)` would have left.

@@ -8,8 +8,8 @@ draws, without the Python-level seeding wrapper that costs as much as the seedin
 Everything still comes from the episode seed: no global RNG, no clock, the same sequence
 on every platform.
 
-Making that Generator (numpy's SeedSequence, then PCG64) costs more than a whole small
-episode, and an episode needs only its first output, so `Rng.from_seed` computes that
+Making that Generator (numpy's SeedSequence, then PCG64) is a large part of a small
+episode's cost, and an episode needs only its first output, so `Rng.from_seed` computes that
 output directly (`pcg64_first_output`, numpy's algorithms in integer arithmetic; a test
 compares the two over many seeds).
 """
