@@ -47,3 +47,15 @@ def test_loads_is_json_loads(text):
 @pytest.mark.parametrize("value", [b'{"a": 1}', None, 5])
 def test_loads_of_other_types_is_json_loads(value):
     assert outcome(loads, value) == outcome(json.loads, value)
+
+
+def test_nesting_deeper_than_json_goes_is_a_value_error():
+    """json raises RecursionError there; one except clause should cover all bad input."""
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    for read in ("[" * 100_000, b"[" * 100_000):
+        with pytest.raises(ValueError, match="deeper than the JSON decoder goes"):
+            loads(read)
+    with pytest.raises(ValueError, match="deeper than the JSON encoder goes"):
+        dumps(deep)

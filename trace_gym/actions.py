@@ -49,11 +49,10 @@ class ParsedCall(NamedTuple):
         return self.text if self.text is not None else dumps(self.arguments)
 
 
-# What reading or writing an agent's JSON can raise: ValueError for text that is not JSON,
-# a cycle or an integer too long to print; RecursionError for nesting deeper than the codec
-# goes (degenerate model output such as thousands of "["); TypeError for values that JSON
-# cannot hold (a dict action can carry any Python object).
-_JSON_ERRORS = (TypeError, ValueError, RecursionError)
+# What reading or writing an agent's JSON can raise (`jsondata`): ValueError for text that
+# is not JSON, nesting deeper than the codec goes, a cycle or an integer too long to print;
+# TypeError for values that JSON cannot hold (a dict action can carry any Python object).
+_JSON_ERRORS = (TypeError, ValueError)
 
 
 class ParsedAction(NamedTuple):

@@ -39,9 +39,7 @@ def _encoder(markers: dict | None) -> Any:
 
 
 if c_make_encoder is None:  # no C accelerator (not CPython): json's own pure-Python path
-    def dumps(value: Any) -> str:
-        """`json.dumps(value)`, byte for byte."""
-        return json.dumps(value)
+    _checked_dumps = json.dumps
 
     def dumps_tree(value: Any) -> str:
         """`json.dumps(value)`, byte for byte, for a value known to hold no cycle."""
@@ -49,10 +47,7 @@ if c_make_encoder is None:  # no C accelerator (not CPython): json's own pure-Py
 else:
     _TREE_ENCODER = _encoder(None)
 
-    def dumps(value: Any) -> str:
-        """`json.dumps(value)`, byte for byte, errors included (a cycle is a ValueError),
-        without its pure-Python set-up. For values from outside the code, such as an
-        agent's arguments."""
+    def _checked_dumps(value: Any) -> str:
         return "".join(_encoder({})(value, 0))
 
     def dumps_tree(value: Any) -> str:
@@ -61,23 +56,39 @@ else:
         return "".join(_TREE_ENCODER(value, 0))
 
 
+def dumps(value: Any) -> str:
+    """`json.dumps(value)`, byte for byte, errors included (a cycle is a ValueError),
+    without its pure-Python set-up. For values from outside the code, such as an agent's
+    arguments: nesting deeper than the encoder goes is a ValueError too, where json raises
+    RecursionError."""
+    try:
+        return _checked_dumps(value)
+    except RecursionError:
+        raise ValueError("nested deeper than the JSON encoder goes") from None
+
+
 _scan_once = json.JSONDecoder().scan_once
 
 
-def loads(text: str) -> Any:
-    """`json.loads(text)`: the same value, the same errors. Text that is one JSON value
-    from its first character to its last (all that the code writes, and most of what
-    agents write) is read by the scanner directly, without json.loads's pure-Python
-    wrapper; anything else goes through json.loads."""
-    if type(text) is str:
-        try:
-            value, end = _scan_once(text, 0)
-        except StopIteration:  # not a value at 0 (such as leading whitespace, or not JSON)
-            pass
-        else:
-            if end == len(text):
-                return value
-    return json.loads(text)
+def loads(text: str | bytes) -> Any:
+    """`json.loads(text)`: the same value, the same errors, except that nesting deeper than
+    the decoder goes (degenerate model output such as thousands of "[") is a ValueError
+    like any other text that is not JSON, where json raises RecursionError. Text that is
+    one JSON value from its first character to its last (all that the code writes, and
+    most of what agents write) is read by the scanner directly, without json.loads's
+    pure-Python wrapper; anything else goes through json.loads."""
+    try:
+        if type(text) is str:
+            try:
+                value, end = _scan_once(text, 0)
+            except StopIteration:  # not a value at 0 (such as leading whitespace, or not JSON)
+                pass
+            else:
+                if end == len(text):
+                    return value
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested deeper than the JSON decoder goes") from None
 
 
 def canonical_json(value: Any) -> str:

@@ -69,7 +69,7 @@ def call_arguments(tool_call: dict[str, Any]) -> Any:
     """The parsed arguments of one entry of `tool_calls`; unparsable arguments -> None."""
     try:
         return loads(tool_call.get("function", {}).get("arguments") or "{}")
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError):
         return None
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from trace_gym.agents.base import Policy
 from trace_gym.errors import TraceGymError
+from trace_gym.jsondata import loads
 from trace_gym.seeding import split_of
 from trace_gym.trajectory import run_episode
 
@@ -56,8 +57,8 @@ def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
+            record = loads(line)
+        except ValueError:
             record = None
         if not isinstance(record, dict):
             raise TraceGymError(f"{path}: line {number} is not a JSON record (an object)")

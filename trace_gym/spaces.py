@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Space
 
 from trace_gym.actions import parse_action
+from trace_gym.jsondata import loads
 from trace_gym.messages import Message
 from trace_gym.rng import Rng
 from trace_gym.schema import sample_value
@@ -29,8 +29,8 @@ def _valid_wire_call(tc: Any) -> bool:
     if not isinstance(fn.get("name"), str) or not isinstance(fn.get("arguments"), str):
         return False
     try:
-        return isinstance(json.loads(fn["arguments"]), dict)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
+        return isinstance(loads(fn["arguments"]), dict)
+    except ValueError:
         return False
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import TraceGymError
+from trace_gym.jsondata import loads
 from trace_gym.trajectory import SCHEMA_VERSION, passed
 
 
@@ -33,8 +34,8 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     meta_path = path / "results.json" if path.is_dir() else path
     sims_dir = meta_path.parent / "simulations"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json reads
+        meta = loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise TraceGymError(f"{meta_path}: cannot read a tau2 results file ({exc})") from None
     if not isinstance(meta, dict) or "tasks" not in meta or "info" not in meta:
         raise TraceGymError(f"{meta_path}: not a tau2 results file (expected 'info' and 'tasks')")
@@ -43,8 +44,8 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         sims = []
         for f in sorted(sims_dir.glob("*.json")):
             try:
-                sims.append(json.loads(f.read_text(encoding="utf-8")))
-            except (ValueError, RecursionError) as exc:
+                sims.append(loads(f.read_text(encoding="utf-8")))
+            except ValueError as exc:
                 raise TraceGymError(f"{f}: not valid JSON ({exc})") from None
         index = meta.get("simulation_index")
         if index is not None and {e["id"] for e in index} != {s["id"] for s in sims}:

@@ -5,10 +5,10 @@ an argument every call passed is required)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
+from trace_gym.jsondata import loads
 from trace_gym.schema import function
 
 _TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
@@ -31,8 +31,8 @@ def inferred_tools(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for m in r["messages"]:
             for tc in m.get("tool_calls") or []:
                 try:
-                    args = json.loads(tc["function"]["arguments"])
-                except (ValueError, RecursionError):
+                    args = loads(tc["function"]["arguments"])
+                except ValueError:
                     continue
                 if isinstance(args, dict) and tc["function"]["name"] != "invalid_tool_call":
                     calls[tc["function"]["name"]].append(args)
