@@ -34,19 +34,17 @@ class ParsedCall(NamedTuple):
 
     name: str
     arguments: Any
+    text: str
+    """The arguments as the conversation records them: a valid call's as JSON, an invalid
+    one's as `{"raw": <what the agent wrote>}`."""
     error: str | None = None
-    raw: str | None = None
-    text: str | None = None
-    """A valid call's arguments as JSON text, as the conversation records them."""
 
     @property
     def valid(self) -> bool:
         return self.error is None
 
     def arguments_json(self) -> str:
-        if self.error is not None:
-            return dumps_tree({"raw": self.raw if self.raw is not None else ""})
-        return self.text if self.text is not None else dumps(self.arguments)
+        return self.text
 
 
 # What reading or writing an agent's JSON can raise (`jsondata`): ValueError for text that
@@ -65,7 +63,7 @@ class ParsedAction(NamedTuple):
 
 
 def _invalid(raw: str, error: str) -> ParsedCall:
-    return ParsedCall(INVALID_TOOL_CALL, None, error=error, raw=raw)
+    return ParsedCall(INVALID_TOOL_CALL, None, dumps_tree({"raw": raw}), error=error)
 
 
 _CALL_KEYS = frozenset({"name", "arguments", "id", "type"})
@@ -82,7 +80,8 @@ def _call_from_mapping(obj: Any, raw: Callable[[], str]) -> ParsedCall:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return _invalid(raw(), "a tool call needs a non-empty string 'name'")
-    name = str.__str__(name)  # a plain str, whatever subclass (numpy.str_, ...) it came as
+    if type(name) is not str:  # a subclass (numpy.str_, ...): its plain str
+        name = str.__str__(name)
     if not obj.keys() <= _CALL_KEYS:
         extra = set(obj) - _CALL_KEYS
         return _invalid(raw(), f"unexpected key(s) in tool call: {', '.join(sorted(map(str, extra)))}")
@@ -98,7 +97,7 @@ def _call_from_mapping(obj: Any, raw: Callable[[], str]) -> ParsedCall:
         text = dumps(args)
     except _JSON_ERRORS as exc:  # a dict action holding a cycle or a non-JSON value
         return _invalid(raw(), f"arguments of {name} cannot be written as JSON ({exc})")
-    return ParsedCall(name, args, text=text)
+    return ParsedCall(name, args, text)
 
 
 def _parse_json_call(text: str) -> ParsedCall:
