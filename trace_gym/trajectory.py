@@ -15,6 +15,7 @@ import gymnasium as gym
 
 from trace_gym.agents.base import Policy
 from trace_gym.seeding import split_of
+from trace_gym.spaces import is_valid_message
 
 SCHEMA_VERSION = 1
 
@@ -32,9 +33,11 @@ def record_problem(record: dict[str, Any]) -> str | None:
     if isinstance(record["reward"], bool) or not isinstance(record["reward"], (int, float)):
         return f"reward must be a number, got {record['reward']!r}"
     messages = record["messages"]
-    if not isinstance(messages, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str)
-                                                 for m in messages):
-        return "messages must be a list of chat messages (objects with a 'role')"
+    if not isinstance(messages, list):
+        return "messages must be a list of chat messages"
+    bad = next((i for i, m in enumerate(messages) if not is_valid_message(m)), None)
+    if bad is not None:
+        return f"messages must be a list of chat messages (message {bad} is not an OpenAI chat message)"
     return None
 
 
