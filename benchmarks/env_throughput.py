@@ -64,34 +64,35 @@ def episodes_per_second(env_id: str, episodes: int, first_seed: int) -> float:
     return episodes / (time.perf_counter() - start)
 
 
-def phases(env_id: str, episodes: int, first_seed: int) -> tuple[float, float, float]:
-    """Seconds per episode spent in reset, in steps (verification excluded), in verification."""
-    env = gym.make(env_id)
-    base = env.unwrapped
-    verify, verifying = base.verify, [0.0]
+class _Timed(gym.Wrapper):
+    """Adds up the seconds spent in reset, in step and in the env's verifier."""
 
-    def timed_verify(*args: Any) -> Any:  # the env calls self.verify at the episode's end
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.seconds = {"reset": 0.0, "step": 0.0, "verify": 0.0}
+        base, verify = env.unwrapped, env.unwrapped.verify
+        base.verify = lambda *args: self._timed("verify", verify, *args)  # step calls self.verify
+
+    def _timed(self, phase: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
-            return verify(*args)
+            return fn(*args, **kwargs)
         finally:
-            verifying[0] += time.perf_counter() - start
+            self.seconds[phase] += time.perf_counter() - start
 
-    base.verify = timed_verify
-    resetting = stepping = 0.0
-    for seed in range(first_seed, first_seed + episodes):
-        start = time.perf_counter()
-        obs, _ = env.reset(seed=seed)
-        resetting += time.perf_counter() - start
-        done = False
-        while not done:
-            action = base.oracle_action(obs)
-            start = time.perf_counter()
-            obs, reward, terminated, truncated, _ = env.step(action)
-            stepping += time.perf_counter() - start
-            done = terminated or truncated
-        assert reward == 1.0, (env_id, seed)
-    return resetting / episodes, (stepping - verifying[0]) / episodes, verifying[0] / episodes
+    def reset(self, **kwargs: Any) -> Any:
+        return self._timed("reset", self.env.reset, **kwargs)
+
+    def step(self, action: Any) -> Any:
+        return self._timed("step", self.env.step, action)
+
+
+def phases(env_id: str, episodes: int, first_seed: int) -> tuple[float, float, float]:
+    """Seconds per episode spent in reset, in steps (verification excluded), in verification."""
+    env = _Timed(gym.make(env_id))
+    play(env_id, episodes, first_seed, env)
+    s = env.seconds
+    return s["reset"] / episodes, (s["step"] - s["verify"]) / episodes, s["verify"] / episodes
 
 
 def instructions(env_id: str, episodes: int) -> float:
