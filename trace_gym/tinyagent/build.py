@@ -358,12 +358,15 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
 
     open_call, close_call = tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"])
     examples = []
+    whole = len(demos)
     if config.windows:
         demos = demos + [w for d in demos for w in windows(d)]
-    for demo in demos:
+    fitting_whole = 0
+    for index, demo in enumerate(demos):
         ids, mask = encode(tokenizer, demo)
         if len(ids) > config.max_tokens:
             continue
+        fitting_whole += index < whole
         weights, inside = [], False
         for token, m in zip(ids, mask):
             inside = (inside or token == open_call) and token != close_call
@@ -371,6 +374,8 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
         examples.append((torch.tensor(ids), torch.tensor(weights)))
     if not examples:
         raise InvalidConfig(f"no demonstration fits max_tokens={config.max_tokens}")
+    log(f"SFT examples: {fitting_whole} of {whole} whole demonstrations fit max_tokens={config.max_tokens}; "
+        f"{len(examples)} in all with the per-turn windows")
     # Batches of similar lengths (few pad tokens), visited in a seeded order, epoch after epoch.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
     batches, current, longest = [], [], 0
