@@ -8,9 +8,9 @@ from typing import Any
 
 import jinja2
 
-from analysis.llm import Analyst
-from analysis.trajectories import SummaryLimits, summarize
+from trace_gym.analysis.llm import Analyst
 from trace_gym.resources import read_prompt
+from trace_gym.trajectory import SummaryLimits, summarize
 
 NAME = re.compile(r"^[a-z]+(_[a-z]+){1,4}$")
 

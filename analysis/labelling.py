@@ -10,10 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from analysis.discovery import render
-from analysis.llm import Analyst
-from analysis.trajectories import SummaryLimits, batches, summarize
+from trace_gym.analysis.discovery import render
+from trace_gym.analysis.llm import Analyst
+from trace_gym.analysis.trajectories import batches
 from trace_gym.jsondata import write_json_atomic
+from trace_gym.trajectory import SummaryLimits, summarize
 
 LISTS = ("na_passed", "na_failed", "present_passed", "present_failed", "lacking_passed", "lacking_failed")
 LABEL_OF = {"na": "NA", "present": "PRESENT", "lacking": "LACKING"}

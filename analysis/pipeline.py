@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis import aggregate as agg
-from analysis import programmatic, report
-from analysis.trajectories import SummaryLimits, load_records
 from trace_gym import capabilities as cap
+from trace_gym.analysis import aggregate as agg
+from trace_gym.analysis import programmatic, report
+from trace_gym.analysis.trajectories import load_records
 from trace_gym.jsondata import sha256_json
+from trace_gym.trajectory import SummaryLimits
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,12 @@ class AnalysisConfig:
 
 
 def make_analyst_factory(config: AnalysisConfig, out_dir: Path):
+    import os
+
     from openai import OpenAI
 
-    from analysis.llm import Analyst
     from trace_gym.agents.endpoint import resolve_base_url
-
-    import os
+    from trace_gym.analysis.llm import Analyst
 
     url = resolve_base_url(config.base_url)
     model = config.model or os.environ.get("TRACE_GYM_MODEL") or "default"
@@ -66,8 +67,8 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
         runs = [programmatic.label_all(records, list(cap.ALL)) for _ in range(config.runs)]
         usage = None
     elif config.labeller == "llm":
-        from analysis.discovery import discover
-        from analysis.labelling import label_runs
+        from trace_gym.analysis.discovery import discover
+        from trace_gym.analysis.labelling import label_runs
 
         factory, shared = make_analyst_factory(config, out_dir)
         discovered_path = out_dir / "discovered_capabilities.json"

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from analysis.aggregate import Params
+from trace_gym.analysis.aggregate import Params
 from trace_gym.jsondata import write_json_atomic
 
 SCHEMA_VERSION = 1

@@ -1,15 +1,15 @@
 """Step 1 inputs: trajectory records from trace-gym rollouts (JSON Lines) or tau2-bench
-results (a results file or directory), split into passed and failed, and compact summaries
-of them for an analyst's context window."""
+results (a results file or directory), and batches of their compact summaries
+(`trace_gym.trajectory.summarize`) that fit an analyst's context window."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import TraceGymError
+from trace_gym.trajectory import SummaryLimits, summarize
 
 
 def load_records(paths: list[str | Path]) -> list[dict[str, Any]]:
@@ -42,48 +42,6 @@ def load_records(paths: list[str | Path]) -> list[dict[str, Any]]:
     if not records:
         raise TraceGymError("no trajectories in the inputs")
     return records
-
-
-@dataclass(frozen=True)
-class SummaryLimits:
-    content: int = 300
-    """Characters kept of each message's text."""
-    arguments: int = 200
-    """Characters kept of each tool call's arguments."""
-    tool_output: int = 300
-    """Characters kept of each tool result."""
-    instructions: int = 600
-    """Characters kept of the task's instructions."""
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n] + f"...[{len(text) - n} more]"
-
-
-def summarize(record: dict[str, Any], limits: SummaryLimits = SummaryLimits()) -> str:
-    """A compact text view of one trajectory: what the analyst needs, nothing more."""
-    verdict = record.get("verdict") or {}
-    failing = [c["name"] for c in verdict.get("checks", []) if not c.get("passed")]
-    lines = [
-        f"### {record['id']}  ({'PASSED' if record['passed'] else 'FAILED'}, reward {record['reward']:.2f}, "
-        f"ended by {record.get('termination_reason')})",
-        f"Task: {_cut(record.get('instructions') or '', limits.instructions)}",
-    ]
-    if failing:
-        lines.append("Failed checks: " + ", ".join(failing))
-    for m in record["messages"]:
-        role = m["role"]
-        if role == "system":
-            continue
-        if role == "tool":
-            lines.append(f"TOOL: {_cut(m.get('content') or '', limits.tool_output)}")
-            continue
-        if m.get("content"):
-            lines.append(f"{role.upper()}: {_cut(m['content'], limits.content)}")
-        for tc in m.get("tool_calls") or []:
-            fn = tc["function"]
-            lines.append(f"CALL: {fn['name']}({_cut(fn['arguments'], limits.arguments)})")
-    return "\n".join(lines)
 
 
 def batches(records: list[dict[str, Any]], budget_chars: int, limits: SummaryLimits = SummaryLimits()) -> list[list[dict[str, Any]]]:

@@ -3,6 +3,7 @@ as package data, found from an installed wheel as from a checkout."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import sysconfig
@@ -13,6 +14,48 @@ import pytest
 
 from tests.conftest import REPO
 from trace_gym.resources import prompts_dir, read_prompt
+
+
+STEPS = ("trace_gym.generated_envs", "trace_gym.analysis", "trace_gym.trainer", "trace_gym.moe")
+
+
+def _imported_modules(tree: ast.AST, package: str) -> set[str]:
+    """Every module an AST imports, relative imports resolved against `package`."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_library_imports_no_step():
+    """The library part of trace_gym (env contract, worlds, registry, agents, rollout, audit,
+    synthesis) imports no step package; the CLI reaches the steps inside its command
+    functions only, so that `import trace_gym.cli` imports none of them either."""
+    offenders = []
+    for path in sorted((REPO / "trace_gym").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        scope = [tree]
+        if path.name == "cli.py":
+            scope = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for node in scope:
+            for name in _imported_modules(node, package):
+                if name.startswith(STEPS) or name.split(".")[0] in {"generated_envs", "analysis", "trainer", "moe"}:
+                    offenders.append(f"{module} imports {name}")
+    assert offenders == []
+    code = ("import sys, trace_gym, trace_gym.cli, trace_gym.rollout, trace_gym.synthesis, trace_gym.audit; "
+            f"print(sorted(m for m in sys.modules if m.startswith({STEPS!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_prompts_found_from_checkout():
@@ -29,10 +72,11 @@ def test_wheel_ships_packages_and_data(tmp_path):
         subprocess.run(build, check=True, capture_output=True)
     wheel = next(tmp_path.glob("trace_gym-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for pkg in ("trace_gym", "generated_envs", "trainer", "moe", "analysis"):
-        assert f"{pkg}/__init__.py" in names
+    for pkg in STEPS:
+        assert f"{pkg.replace('.', '/')}/__init__.py" in names
+    assert not {n.split("/")[0] for n in names} & {"generated_envs", "analysis", "trainer", "moe"}
     for data in ("trace_gym/prompts/README.md", "trace_gym/worlds/airline/policy.md",
-                 "trace_gym/worlds/retail/policy.md", "generated_envs/manifest.json"):
+                 "trace_gym/worlds/retail/policy.md", "trace_gym/generated_envs/manifest.json"):
         assert data in names
     assert any(n.endswith("entry_points.txt") for n in names)
     unpacked = tmp_path / "site"

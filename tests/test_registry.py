@@ -34,7 +34,7 @@ def test_unknown_id_suggests_the_nearest():
 
 def test_import_is_lazy():
     code = ("import sys, trace_gym; "
-            "print([m for m in sys.modules if m.startswith(('trace_gym.targets', 'generated_envs.'))])")
+            "print([m for m in sys.modules if m.startswith(('trace_gym.targets', 'trace_gym.generated_envs'))])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -16,8 +16,8 @@ import dataclasses
 import json
 import os
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from trace_gym.errors import TraceGymError
 
@@ -258,9 +258,9 @@ def _cmd_tiny_agent(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from analysis.aggregate import Params
-    from analysis.pipeline import AnalysisConfig, analyze
-    from analysis.report import table
+    from trace_gym.analysis.aggregate import Params
+    from trace_gym.analysis.pipeline import AnalysisConfig, analyze
+    from trace_gym.analysis.report import table
 
     config = AnalysisConfig(labeller=args.labeller, runs=args.runs,
                             params=Params(rho=args.rho, delta=args.delta, k=args.k, n=args.runs),
@@ -339,7 +339,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 
     records = []
     if args.trajectories:
-        from analysis.trajectories import load_records
+        from trace_gym.analysis.trajectories import load_records
 
         records = load_records(args.trajectories)
     calibration = None
@@ -399,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
         _policy_args(p)
         p.set_defaults(run=run)
 
-    from analysis.aggregate import Params
+    from trace_gym.analysis.aggregate import Params
 
     selection = Params()
     p = sub.add_parser("analyze", help="step 1: select the capabilities the agent lacks")

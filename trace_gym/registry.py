@@ -2,17 +2,18 @@
 
 Registration is lazy: entry points are strings, so importing trace_gym imports no env
 module and no generated code. The target envs are built in; capability envs come from the
-manifests (the shipped `generated_envs/manifest.json` and, when present, the per-user
-envs directory that synthesis writes to).
+manifests (the shipped `generated_envs/manifest.json`, installed as the package
+`trace_gym.generated_envs`, and, when present, the per-user envs directory that synthesis
+writes to). The shipped directory is found, not imported: the library imports no step.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     },
 }
 
+SHIPPED_PACKAGE = "trace_gym.generated_envs"
 MANIFEST_KEYS = ("id", "entry_point", "capability", "description", "origin", "sha256")
 
 
@@ -51,6 +53,14 @@ class EnvEntry:
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def shipped_envs_dir() -> Path:
+    """The directory of the shipped capability envs (generated_envs/ in a checkout)."""
+    spec = importlib.util.find_spec(SHIPPED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise TraceGymError(f"the package {SHIPPED_PACKAGE} is not installed; reinstall trace-gym")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def user_envs_dir() -> Path:
@@ -89,7 +99,7 @@ def envs_dirs() -> list[Path]:
 def _manifests() -> list[tuple[str, str]]:
     """(text, where) of every manifest to load, the shipped one first."""
     out = []
-    shipped = resources.files("generated_envs").joinpath("manifest.json")
+    shipped = shipped_envs_dir() / "manifest.json"
     if shipped.is_file():
         out.append((shipped.read_text(encoding="utf-8"), str(shipped)))
     for directory in envs_dirs():

@@ -9,6 +9,7 @@ total). `trace-gym play --json` prints exactly one.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -90,3 +91,45 @@ def make_record(env: gym.Env, *, env_id: str, seed: int, sample: int, policy: st
         "instructions": task.instructions,
         "timings": timings,
     }
+
+
+@dataclass(frozen=True)
+class SummaryLimits:
+    content: int = 300
+    """Characters kept of each message's text."""
+    arguments: int = 200
+    """Characters kept of each tool call's arguments."""
+    tool_output: int = 300
+    """Characters kept of each tool result."""
+    instructions: int = 600
+    """Characters kept of the task's instructions."""
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n] + f"...[{len(text) - n} more]"
+
+
+def summarize(record: dict[str, Any], limits: SummaryLimits = SummaryLimits()) -> str:
+    """A compact text view of one trajectory: what the analyst needs, nothing more."""
+    verdict = record.get("verdict") or {}
+    failing = [c["name"] for c in verdict.get("checks", []) if not c.get("passed")]
+    lines = [
+        f"### {record['id']}  ({'PASSED' if record['passed'] else 'FAILED'}, reward {record['reward']:.2f}, "
+        f"ended by {record.get('termination_reason')})",
+        f"Task: {_cut(record.get('instructions') or '', limits.instructions)}",
+    ]
+    if failing:
+        lines.append("Failed checks: " + ", ".join(failing))
+    for m in record["messages"]:
+        role = m["role"]
+        if role == "system":
+            continue
+        if role == "tool":
+            lines.append(f"TOOL: {_cut(m.get('content') or '', limits.tool_output)}")
+            continue
+        if m.get("content"):
+            lines.append(f"{role.upper()}: {_cut(m['content'], limits.content)}")
+        for tc in m.get("tool_calls") or []:
+            fn = tc["function"]
+            lines.append(f"CALL: {fn['name']}({_cut(fn['arguments'], limits.arguments)})")
+    return "\n".join(lines)

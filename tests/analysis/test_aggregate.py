@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.aggregate import Params, aggregate, run_metrics
+from trace_gym.analysis.aggregate import Params, aggregate, run_metrics
 from trace_gym.errors import InvalidConfig
 
 labels_st = st.sampled_from(["NA", "PRESENT", "LACKING"])

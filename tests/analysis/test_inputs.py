@@ -7,12 +7,13 @@ import json
 
 import pytest
 
-from analysis.trajectories import SummaryLimits, batches, load_records, summarize
 from tests.conftest import reference_file
 from trace_gym.agents.base import make_policy
+from trace_gym.analysis.trajectories import batches, load_records
 from trace_gym.cli import main
 from trace_gym.errors import TraceGymError
 from trace_gym.rollout import rollout
+from trace_gym.trajectory import SummaryLimits, summarize
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from analysis.aggregate import Params
-from analysis.llm import AnalystError
-from analysis.pipeline import AnalysisConfig, analyze
 from tests.agents.fake_server import FakeServer
 from tests.conftest import reference_file
+from trace_gym.analysis.aggregate import Params
+from trace_gym.analysis.llm import AnalystError
+from trace_gym.analysis.pipeline import AnalysisConfig, analyze
 
 CAPS = ["checking_rules_first", "copying_exact_values", "finishing_every_request", "reading_records_carefully"]
 

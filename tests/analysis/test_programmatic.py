@@ -7,10 +7,10 @@ import functools
 
 import pytest
 
-from analysis.pipeline import AnalysisConfig, analyze
-from analysis.programmatic import label
 from trace_gym import capabilities as cap
 from trace_gym.agents.base import OraclePolicy
+from trace_gym.analysis.pipeline import AnalysisConfig, analyze
+from trace_gym.analysis.programmatic import label
 from trace_gym.rollout import rollout
 
 

@@ -103,7 +103,7 @@ def test_shipped_manifest_and_lock_are_current():
     entries = read_lock(REPO / "generated_envs")["entries"]
     assert sorted(e["id"] for e in manifest["envs"]) == sorted(SHIPPED)
     for e in manifest["envs"]:
-        module = e["entry_point"].split(":")[0].split(".")[1]
+        module = e["entry_point"].split(":")[0].rsplit(".", 1)[1]
         sha = sha256_bytes((REPO / "generated_envs" / f"{module}.py").read_bytes())
         assert e["sha256"] == sha, f"{e['id']}: manifest sha256 is stale; run trace-gym audit {e['id']}"
         assert sha in entries, f"{e['id']}: no audit recorded for the current code; run trace-gym audit {e['id']}"

@@ -62,11 +62,9 @@ def default_envs_dir() -> Path:
     """generated_envs/ when it is writable (a checkout), else the per-user envs directory."""
     import os
 
-    import generated_envs
+    from trace_gym.registry import shipped_envs_dir, user_envs_dir
 
-    from trace_gym.registry import user_envs_dir
-
-    package = Path(generated_envs.__file__).parent
+    package = shipped_envs_dir()
     return package if os.access(package, os.W_OK) else user_envs_dir()
 
 
@@ -114,11 +112,11 @@ class SynthesisResult:
 
 
 def _manifest_entry(envs_dir: Path, name: str, cls: str, description: str, sha: str) -> dict[str, Any]:
-    import generated_envs
+    from trace_gym.registry import SHIPPED_PACKAGE, shipped_envs_dir
 
     module_path = envs_dir / f"{name}.py"
-    if envs_dir.resolve() == Path(generated_envs.__file__).parent.resolve():
-        entry_point = f"generated_envs.{name}:{cls}"
+    if envs_dir.resolve() == shipped_envs_dir().resolve():
+        entry_point = f"{SHIPPED_PACKAGE}.{name}:{cls}"
     else:
         entry_point = f"file:{module_path.resolve()}:{cls}"
     return {"id": f"trace/{name}-v0", "entry_point": entry_point, "capability": name,
@@ -159,11 +157,11 @@ def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], 
                log=print) -> list[SynthesisResult]:
     """Synthesize every PENDING capability of `selected`; `complete(messages) -> text` is
     the synthesis agent. Updates the statuses in `selected` as it goes."""
-    from analysis.trajectories import summarize
     from trace_gym.audit import Limits, audit
     from trace_gym.synthesis.prompt import render
     from trace_gym.synthesis.tools import target_tools
     from trace_gym.testing import KitSettings
+    from trace_gym.trajectory import summarize
 
     selected = Path(selected)
     data = load_selection(selected)

@@ -51,9 +51,9 @@ def audit_rules() -> str:
 
 
 def example_module() -> str:
-    import generated_envs
+    from trace_gym.registry import shipped_envs_dir
 
-    return (Path(generated_envs.__file__).parent / "tool_calling_precision.py").read_text()
+    return (shipped_envs_dir() / "tool_calling_precision.py").read_text()
 
 
 def render(capability: dict[str, Any], examples: list[str], tools: list[dict[str, Any]]) -> str:
