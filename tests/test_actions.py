@@ -41,6 +41,20 @@ def test_hermes_blocks_and_surrounding_text():
     assert parsed.content == "Let me look."
 
 
+def test_text_after_an_unclosed_think_is_thinking_not_an_action():
+    call = '<tool_call>{"name": "cancel_reservation", "arguments": {"reservation_id": "ZFA04Y"}}</tool_call>'
+    for text in (f"<think>maybe {call}", f"Let me see.<think>first {call} then reply",
+                 f"<think>a</think>Sure.<think>and {call}"):
+        parsed = parse_action(text)
+        assert parsed.calls == (), text
+    assert parse_action(f"<think>maybe {call}").content == ""  # an empty reply, not a call
+    assert parse_action(f"Let me see.<think>first {call}").content == "Let me see."
+    parsed = parse_action({"role": "assistant", "content": f"<think>x {call}"})
+    assert parsed.is_reply
+    parsed = parse_action(f"<think>plan</think>{call}")  # a closed thought still lets the call run
+    assert [c.name for c in parsed.calls] == ["cancel_reservation"]
+
+
 def test_unclosed_hermes_block_is_still_read():
     parsed = parse_action('<tool_call>{"name": "a", "arguments": {}}')
     assert parsed.calls[0].name == "a" and parsed.calls[0].valid

@@ -9,7 +9,9 @@ Accepted forms (DESIGN §2.1, §3):
 Nothing here raises on model output. Text that tries to be a tool call and fails to parse
 (a `<tool_call>` block, or a JSON object that is not a valid call) becomes one call named
 `invalid_tool_call` carrying the raw text and the reason, which the env answers with an
-"Error: ..." tool message. `<think>...</think>` reasoning is dropped.
+"Error: ..." tool message. `<think>...</think>` reasoning is dropped, and so is everything
+after a `<think>` that is never closed: half a thought is thinking, not an action (a tool
+call written inside it is not run).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, NamedTuple
 from trace_gym.jsondata import dumps, dumps_tree, loads
 from trace_gym.messages import INVALID_TOOL_CALL
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 
 
