@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trace_gym.jsondata import dumps, dumps_tree, loads
+from trace_gym.jsondata import dumps, dumps_tree, json_equal, loads
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -59,3 +59,20 @@ def test_nesting_deeper_than_json_goes_is_a_value_error():
             loads(read)
     with pytest.raises(ValueError, match="deeper than the JSON encoder goes"):
         dumps(deep)
+
+
+def test_json_equal_keeps_booleans_apart_from_numbers():
+    assert True == 1 and [True] == [1]  # what Python's == says, and a verifier must not
+    for a, b in ((True, 1), (False, 0), ([True], [1]), ({"n": True}, {"n": 1}), (1, "1"), (None, 0),
+                 ({"a": 1}, {"a": 1, "b": 2}), ([1, 2], [1])):
+        assert not json_equal(a, b) and not json_equal(b, a), (a, b)
+    for a, b in ((1, 1.0), ({"a": [1, {"b": "x"}]}, {"a": [1.0, {"b": "x"}]}), (None, None), (False, False)):
+        assert json_equal(a, b) and json_equal(b, a), (a, b)
+
+
+@given(st.recursive(  # what JSON holds: string keys, finite numbers
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20))
+def test_json_equal_holds_for_a_value_and_its_round_trip(value):
+    assert json_equal(value, json.loads(json.dumps(value)))

@@ -91,6 +91,24 @@ def loads(text: str | bytes) -> Any:
         raise ValueError("nested deeper than the JSON decoder goes") from None
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values by JSON's own types. Python's `==` says `True == 1` and
+    `[True] == [1]`; JSON says a boolean is not a number. A verifier comparing an agent's
+    arguments with the gold ones uses this. (An integer equals a float of the same value:
+    JSON has one number type.)"""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(json_equal, a, b))
+    if isinstance(a, str) and isinstance(b, str):
+        return a == b
+    return a is None and b is None
+
+
 def canonical_json(value: Any) -> str:
     """One text per value: sorted keys, no whitespace (the input of every content hash)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,94 @@
+"""What a message to the customer states: the checks that a required value was told, or a
+rule named.
+
+tau2-bench counts a value as told when it is a substring of any assistant message. An agent
+passes that by saying every value at once: every flight status, "0 free, 1 free, ... 15
+free", a long digit string that holds every amount, a refusal that names every rule. Here a
+message *states* a value when it names that value and no other value of the same kind, and
+a check passes when some message to the customer states it:
+
+| kind | a value in a message | example |
+|------|----------------------|---------|
+| `amount` | a sum of money: `$45.50`, `45.50 dollars`, `USD 45.5` (commas ignored) | `"45.50"` |
+| `flight_status` | a flight status word (available, on time, delayed, flying, landed, cancelled) | `"delayed"` |
+| `free_bags` | a count followed by "free" (`4 free`) | `"4"` |
+| `token` | a word of the value's shape (same length, digits where it has digits) | `"724109372910"` |
+
+A refusal names its rule when it mentions one of the rule's terms and none of the terms of
+the rules that do not apply (`names_rule`); terms match case-insensitively, commas ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+FLIGHT_STATUSES = ("available", "on time", "delayed", "flying", "landed", "cancelled")
+
+_AMOUNT = re.compile(r"\$\s?(\d+(?:\.\d+)?)|\busd\s?(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s?(?:dollars?|usd)\b")
+_STATUS = re.compile(r"\b(available|on time|delayed|flying|landed|cancell?ed)\b")
+_FREE = re.compile(r"\b(\d+)\s+free\b")
+KINDS = ("amount", "flight_status", "free_bags", "token")
+
+
+def normalise(text: str) -> str:
+    """tau2's normalisation for required information: lower case, commas dropped."""
+    return text.lower().replace(",", "")
+
+
+def mentions(text: str, term: str) -> bool:
+    """tau2's matching rule: `term` occurs in `text`, case-insensitively, commas ignored."""
+    return normalise(term) in normalise(text)
+
+
+def _cents(number: str) -> int:
+    whole, _, frac = number.partition(".")
+    return int(whole) * 100 + int((frac + "00")[:2])
+
+
+def _token_pattern(value: str) -> re.Pattern[str]:
+    """Words shaped like `value`: its length, a digit where it has one, a letter where it has one."""
+    shape = "".join(r"\d" if c.isdigit() else "[a-z]" if c.isalpha() else re.escape(c) for c in value.lower())
+    return re.compile(rf"(?<![a-z0-9_]){shape}(?![a-z0-9_])")
+
+
+def values_stated(text: str, kind: str, value: str) -> list[str]:
+    """The values of `kind` that `text` states, normalised to compare with `value`'s
+    normalised form (`value` gives a token its shape)."""
+    text = normalise(text)
+    if kind == "amount":
+        return [str(_cents(next(g for g in m.groups() if g))) for m in _AMOUNT.finditer(text)]
+    if kind == "flight_status":
+        return ["cancelled" if m.group(1) == "canceled" else m.group(1) for m in _STATUS.finditer(text)]
+    if kind == "free_bags":
+        return [str(int(m.group(1))) for m in _FREE.finditer(text)]
+    if kind == "token":
+        return _token_pattern(value).findall(text)
+    raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def _normal_value(kind: str, value: str) -> str:
+    value = normalise(value)
+    if kind == "amount":
+        return str(_cents(value))
+    if kind == "free_bags":
+        return str(int(value))
+    return value
+
+
+def states(text: str, kind: str, value: str) -> bool:
+    """Whether `text` states `value` and no other value of the same kind."""
+    found = values_stated(text, kind, value)
+    return bool(found) and all(v == _normal_value(kind, value) for v in found)
+
+
+def stated(texts: Iterable[str], kind: str, value: str) -> bool:
+    """Whether some message of `texts` states `value` (see `states`)."""
+    return any(states(text, kind, value) for text in texts)
+
+
+def names_rule(text: str, terms: Iterable[str], conflicts: Iterable[str] = ()) -> bool:
+    """Whether `text` names the rule (one of its `terms`) and no rule that does not apply
+    (none of `conflicts`)."""
+    text = normalise(text)
+    return any(normalise(t) in text for t in terms) and not any(normalise(c) in text for c in conflicts)
