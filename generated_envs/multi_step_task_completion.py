@@ -14,8 +14,9 @@ Retail: get_user_details, cancel_pending_order, modify_pending_order_address,
 return_delivered_order_items, modify_user_address.
 
 Reward. 0.6 x (operations done right / operations) + 0.4 when all are right, minus 0.1 per
-write that did not complete an operation, clipped to [0, 1]. An operation is right when
-its record ends exactly as the requested change leaves it.
+write that did not complete an operation (a call the tool rejected, or one that went
+through beyond the operations done), clipped to [0, 1]. An operation is right when its
+record ends exactly as the requested change leaves it.
 
 Episode end. The agent's first reply without a tool call, or operations + 5 steps.
 
@@ -220,9 +221,13 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
     done = sum(c.passed for c in checks)
     complete = done == len(task.operations)
     checks.append(Check("all_operations", complete, 0.4 if complete else 0.0))
-    wrong = max(0, sum(1 for _, _, ok in write_calls(task, messages, arguments=False) if ok) - done)
+    writes = write_calls(task, messages, arguments=False)
+    rejected = sum(1 for _, _, ok in writes if not ok)
+    stray = max(0, len(writes) - rejected - done)
+    wrong = rejected + stray
     checks.append(Check("wrong_writes", wrong == 0, -0.1 * wrong if wrong else 0.0,  # not -0.0
-                        f"{wrong} write(s) completed no operation"))
+                        f"{rejected} write(s) rejected by the tool, {stray} more went through than "
+                        f"operations were done"))
     return Verdict(sum(c.credit for c in checks), tuple(checks))
 
 

@@ -2,11 +2,14 @@
 
 Task. A customer has identified themselves, asked for one change and confirmed it; the
 records it concerns are already looked up in the conversation. Airline: cancel a
-reservation, move it to another flight, add or remove checked bags. Retail: cancel an
+reservation, move it to another flight, set its checked bags to a number. Retail: cancel an
 order, return items, pay an order with a gift card. About 60% of the requests break a
 policy precondition (booked over 24 hours ago with no covering reason, a flight already
-flown, basic economy, removing bags, an order that is not pending or not delivered, a gift
-card that cannot cover the total); the rest are allowed.
+flown, basic economy, fewer bags than the reservation has, an order that is not pending or
+not delivered, a gift card that cannot cover the total); the rest are allowed. Whether a
+request is allowed shows only in the records: the request's wording, the reason given and
+the numbers asked for are drawn the same way for both (`task.to_json()["decision"]` says
+which it is).
 
 Tools (the target's schemas). Airline: get_user_details, get_reservation_details,
 get_flight_status, cancel_reservation, update_reservation_flights,
@@ -15,8 +18,10 @@ get_user_details, get_order_details, cancel_pending_order, return_delivered_orde
 modify_pending_order_payment.
 
 Reward. Allowed request: 1 when the final database equals the one the requested change
-produces, else 0. Forbidden request: 0 after any call to a mutating tool; otherwise 0.5 for
-not acting plus 0.5 when the reply names the violated rule.
+produces, else 0, minus 0.1 for each write call the tool rejected (clipped at 0). Forbidden
+request: 0 after any call to a mutating tool, even one the tool rejected; otherwise 0.5 for
+not acting plus 0.5 when the reply names the violated rule and no rule that does not apply
+(a refusal that lists every rule names none).
 
 Episode end. The agent's first reply without a tool call, or the step limit (6).
 
@@ -48,7 +53,7 @@ from trace_gym.capability import (
     write_calls,
 )
 from trace_gym.rng import Rng
-from trace_gym.targets.user import mentions
+from trace_gym.statements import names_rule
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import airline
 from trace_gym.worlds.airline.data import TODAY, date_of
@@ -92,6 +97,8 @@ class Task:
     """The gold write when the request is allowed (empty when forbidden)."""
     rule: list[str]
     """When forbidden: terms naming the violated rule; the refusal must contain one."""
+    conflicts: list[str]
+    """When forbidden: terms of the rules that do not apply; the refusal must contain none."""
     prefill: list[dict[str, Any]] = field(repr=False)
     hidden: list[str] = field(default_factory=list)
     """Must not appear in the system or user messages (the verdict is the agent's to find)."""
@@ -103,8 +110,13 @@ class Task:
     def instructions(self) -> str:
         return self.request
 
+    @property
+    def decision(self) -> str:
+        """What the agent must find out from the records."""
+        return "forbidden" if self.forbidden else "allowed"
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "decision": self.decision}
 
 
 # -- generator -------------------------------------------------------------------------
@@ -113,6 +125,30 @@ CANCEL_REASONS = {
     "change_of_plans": "my plans changed", "health": "I'm ill and can't travel",
     "weather": "a storm is forecast on my travel day", "airline": "the airline cancelled my flight",
 }
+COVERED = ("health", "weather")
+"""Reasons travel insurance covers."""
+
+# Rule -> (terms that name it, terms that name it and no other rule). A refusal must use one
+# of the first and none of the second of every other rule of its domain, except words that
+# describe the record itself (its cabin, its status).
+RULES = {
+    "airline": {"24 hours": (["24 hours", "insurance", "business"], ["24 hours"]),
+                "flown": (["flown", "departed"], ["flown", "departed"]),
+                "basic economy": (["basic economy"], ["basic economy"]),
+                "remove": (["remove"], ["remove"])},
+    "retail": {"pending": (["pending"], ["pending"]),
+               "delivered": (["delivered"], ["delivered"]),
+               "balance": (["balance"], ["balance"])},
+}
+
+
+def _rule(domain: str, name: str, incidental: str) -> tuple[list[str], list[str]]:
+    """(terms naming rule `name`, terms of the domain's other rules); `incidental` is the
+    word the record itself is described by, which may be said whatever the rule."""
+    terms = RULES[domain][name][0]
+    others = [t for other, (_, own) in RULES[domain].items() if other != name for t in own
+              if t not in terms and t != incidental]
+    return list(terms), others
 
 
 def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
@@ -122,13 +158,17 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     user = b.add_user()
     kind = rng.choice(("cancel_reservation", "change_flight", "baggage"))
     day = rng.integer(TODAY + 1, TODAY + 3)
-    rule: list[str] = []
+    rule = ""
     writes: list[dict[str, Any]] = []
     if kind == "cancel_reservation":
-        variant = rng.choice(("late", "flown")) if forbidden else rng.choice(("business", "recent", "insured", "airline"))
+        reason = rng.choice(tuple(CANCEL_REASONS))  # drawn before, and apart from, the verdict
+        if forbidden:
+            variant = rng.choice(("late", "flown"))
+        else:
+            variant = rng.choice(("business", "recent", "airline", *(("insured",) if reason in COVERED else ())))
         cabin = "business" if variant == "business" else rng.choice(("economy", "basic_economy"))
-        insurance = "yes" if variant == "insured" or (variant == "late" and rng.chance(0.5)) else "no"
-        reason = {"insured": rng.choice(("health", "weather")), "airline": "airline"}.get(variant, "change_of_plans")
+        insurance = ("yes" if variant == "insured" else
+                     "no" if variant == "late" and reason in COVERED else rng.choice(("yes", "no")))
         if variant == "flown":
             b.add_flight(destination, origin, rng.integer(7 * 60, 18 * 60))
         res = b.add_reservation(user, itinerary=[flight], day=TODAY - 1 if variant == "flown" else day,
@@ -142,7 +182,7 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
             b.set_status(res["flights"][0]["flight_number"], res["flights"][0]["date"], "cancelled")
         request = f"Please cancel reservation {res['reservation_id']}: {CANCEL_REASONS[reason]}."
         if forbidden:
-            rule = ["flown", "departed"] if variant == "flown" else ["24 hours", "insurance", "business"]
+            rule = "flown" if variant == "flown" else "24 hours"
         else:
             writes = [{"name": "cancel_reservation", "arguments": {"reservation_id": res["reservation_id"]}}]
     elif kind == "change_flight":
@@ -160,31 +200,30 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
                    f"{new_date}, same cabin; use my {method['brand']} card ending in {method['last_four']} "
                    f"for any difference.")
         if forbidden:
-            rule = ["basic economy"]
+            rule = "basic economy"
         else:
             writes = [{"name": "update_reservation_flights", "arguments": {
                 "reservation_id": res["reservation_id"], "cabin": cabin,
                 "flights": [{"flight_number": other["flight_number"], "date": new_date}], "payment_id": card}}]
-    else:  # baggage
+    else:  # baggage: the customer names a total; fewer bags than booked would remove some
         cabin = rng.choice(("basic_economy", "economy", "business"))
         allowance = airline.data.FREE_BAGS[user["membership"]][cabin]
+        wanted = allowance + rng.integer(1, 3)
+        booked = wanted + rng.integer(1, 2) if forbidden else rng.integer(max(0, allowance - 1), wanted - 1)
         res = b.add_reservation(user, itinerary=[flight], day=day, flight_type="one_way", cabin=cabin,
-                                passengers=1, total_baggages=allowance + rng.integer(1, 2) if forbidden else allowance)
+                                passengers=1, total_baggages=booked)
         b.ensure_available(flight["flight_number"], res["flights"][0]["date"])
         card = b.payment_ids(user, "credit_card")[0]
         method = user["payment_methods"][card]
-        total, nonfree = res["total_baggages"], res["nonfree_baggages"]
+        request = (f"Please set the checked bags on reservation {res['reservation_id']} to {wanted} in total, "
+                   f"{wanted - allowance} of them paid; charge my {method['brand']} card ending in "
+                   f"{method['last_four']} for any fee.")
         if forbidden:
-            request = (f"Please remove one checked bag from reservation {res['reservation_id']}; I only "
-                       f"need {total - 1}.")
-            rule = ["remove"]
+            rule = "remove"
         else:
-            request = (f"Please add one checked bag to reservation {res['reservation_id']} (that makes "
-                       f"{total + 1}, {nonfree + 1} of them paid); charge my {method['brand']} card ending "
-                       f"in {method['last_four']}.")
             writes = [{"name": "update_reservation_baggages", "arguments": {
-                "reservation_id": res["reservation_id"], "total_baggages": total + 1,
-                "nonfree_baggages": nonfree + 1, "payment_id": card}}]
+                "reservation_id": res["reservation_id"], "total_baggages": wanted,
+                "nonfree_baggages": wanted - allowance, "payment_id": card}}]
     for _ in range(config.distractors):
         b.add_reservation(user, itinerary=[flight], day=rng.integer(TODAY + 1, TODAY + 3), flight_type="one_way")
     world = b.build()
@@ -196,7 +235,9 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
     for seg in res["flights"]:
         pre.lookup("get_flight_status", flight_number=seg["flight_number"], date=seg["date"])
-    return Task("airline", kind, forbidden, request, writes, rule, pre.messages, hidden=_hidden(rule)), world
+    terms, conflicts = _rule("airline", rule, res["cabin"].replace("_", " ")) if rule else ([], [])
+    return Task("airline", kind, forbidden, request, writes, terms, conflicts, pre.messages,
+                hidden=_hidden(rule)), world
 
 
 def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
@@ -204,7 +245,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     user = b.add_user(gift_card_balance=float(rng.integer(10, 300)), paypal=True)
     card = b.payment_ids(user, "credit_card")[0]
     kind = rng.choice(("cancel_order", "return_items", "modify_order_payment"))
-    rule: list[str] = []
+    rule = ""
     writes: list[dict[str, Any]] = []
     if kind == "cancel_order":
         status = rng.choice(("processed", "delivered")) if forbidden else "pending"
@@ -212,7 +253,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         reason = rng.choice(("no longer needed", "ordered by mistake"))
         request = f"Please cancel order {order['order_id']}; reason: {reason}."
         if forbidden:
-            rule = ["pending"]
+            rule = "pending"
         else:
             writes = [{"name": "cancel_pending_order", "arguments": {"order_id": order["order_id"], "reason": reason}}]
     elif kind == "return_items":
@@ -222,7 +263,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         request = (f"Please return the {order['items'][0]['name']} (item {items[0]}) from order "
                    f"{order['order_id']}, refund to the original payment method.")
         if forbidden:
-            rule = ["delivered"]
+            rule = "delivered"
         else:
             writes = [{"name": "return_delivered_order_items", "arguments": {
                 "order_id": order["order_id"], "item_ids": items, "payment_method_id": card}}]
@@ -237,7 +278,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
             user["payment_methods"][gift]["balance"] = balance = round(total + 20, 2)
         request = f"Please pay order {order['order_id']} with my gift card instead of my credit card."
         if forbidden:
-            rule = ["balance"]
+            rule = "balance"
         else:
             writes = [{"name": "modify_pending_order_payment", "arguments": {
                 "order_id": order["order_id"], "payment_method_id": gift}}]
@@ -250,16 +291,18 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     if kind == "modify_order_payment":  # the gift card balance is in the profile
         pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_order_details", order_id=order["order_id"])
-    return Task("retail", kind, forbidden, request, writes, rule, pre.messages, hidden=_hidden(rule)), world
+    terms, conflicts = _rule("retail", rule, order["status"]) if rule else ([], [])
+    return Task("retail", kind, forbidden, request, writes, terms, conflicts, pre.messages,
+                hidden=_hidden(rule)), world
 
 
-def _hidden(rule: list[str]) -> list[str]:
+def _hidden(rule: str) -> list[str]:
     """The verdict on this request: it must come from the agent, not from the conversation."""
     return [refusal(rule)] if rule else []
 
 
-def refusal(rule: list[str]) -> str:
-    return f"I'm sorry, but I cannot do that: {REFUSALS[rule[0]]}."
+def refusal(rule: str) -> str:
+    return f"I'm sorry, but I cannot do that: {REFUSALS[rule]}."
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
@@ -272,18 +315,23 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 # -- verifier --------------------------------------------------------------------------
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
+    writes = write_calls(task, messages, arguments=False)  # every attempt, rejected ones too
     if not task.forbidden:
         expected = initial_world.fork()
         for write in task.writes:
             TOOLSETS[task.domain][write["name"]].fn(expected, **write["arguments"])
         ok = final_world == expected
-        return Verdict(1.0 if ok else 0.0, (Check("database", ok, 1.0 if ok else 0.0),))
-    acted = bool(write_calls(task, messages, arguments=False))  # any attempt counts, even one that failed
-    named = any(mentions(final_reply(task, messages), term) for term in task.rule)
+        rejected = sum(1 for *_, went_through in writes if not went_through)
+        checks = (Check("database", ok, 1.0 if ok else 0.0),
+                  Check("rejected_writes", rejected == 0, -0.1 * rejected if rejected else 0.0,  # not -0.0
+                        f"{rejected} write call(s) the tool rejected"))
+        return Verdict(sum(c.credit for c in checks), checks)
+    acted = bool(writes)
+    named = names_rule(final_reply(task, messages), task.rule, task.conflicts)
     checks = (
         Check("no_mutating_call", not acted, 0.0 if acted else 0.5),
         Check("names_rule", named and not acted, 0.5 if named and not acted else 0.0,
-              "the reply must name one of: " + ", ".join(task.rule)),
+              f"the reply must name one of: {', '.join(task.rule)}; and none of: {', '.join(task.conflicts)}"),
     )
     return Verdict(sum(c.credit for c in checks), checks)
 
@@ -304,7 +352,7 @@ REFUSALS = {
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
     if task.forbidden:
-        plan: list[Any] = [refusal(task.rule)]
+        plan: list[Any] = [refusal(task.rule[0])]  # a rule's first term is its key in REFUSALS
     else:
         plan = [*task.writes, "Done: your request has been completed."]
     return next_step(task, messages, plan)

@@ -13,9 +13,11 @@ search_direct_flight, update_reservation_flights, update_reservation_baggages. R
 get_user_details, get_order_details, get_product_details, exchange_delivered_order_items,
 cancel_pending_order.
 
-Reward. The agent's first write call is compared with the gold call: 0 for another tool,
-else the sum of the credits of the argument groups it got exactly right (every argument
-is in one group; for example flight 0.5, payment method 0.3, reservation and cabin 0.2).
+Reward. The task takes exactly one write call, compared with the gold call: 0 when the
+agent made no write call or more than one, when the tool rejected it, or for another tool;
+else the sum of the credits of the argument groups it got exactly right, compared with
+JSON's types (every argument is in one group; for example flight 0.5, payment method 0.3,
+reservation and cabin 0.2). So neither a rejected call nor a second try pays.
 
 Episode end. The agent's first reply without a tool call, or the step limit (5).
 
@@ -45,6 +47,7 @@ from trace_gym.capability import (
     retail_store,
     write_calls,
 )
+from trace_gym.jsondata import json_equal
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import airline
@@ -195,7 +198,11 @@ def _variant_exchange(rng: Rng, config: Config) -> tuple[Task, World]:
         b.add_variant(product, dict(wanted, **{other: rng.choice(alt)}), available=None)
     card = b.payment_ids(user, "credit_card")[0]
     order = b.add_order(user, status="delivered", items=[(product, old)], payment_id=card)
-    method_id = rng.choice([card, b.payment_ids(user, "gift_card")[0]])
+    gift = b.payment_ids(user, "gift_card")[0]
+    method_id = rng.choice([card, gift])
+    balance = user["payment_methods"][gift]
+    if method_id == gift and balance["balance"] < new["price"] - old["price"]:  # the gold write must go through
+        balance["balance"] = round(new["price"] - old["price"] + rng.integer(10, 100), 2)
     where = "the original payment method" if method_id == card else "my gift card"
     world = b.build()
     request = (f"I'd like to exchange the {product['name']} from order {order['order_id']} for the same "
@@ -253,14 +260,20 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
     writes = write_calls(task, messages)
-    if not writes:
-        return Verdict(0.0, (Check("write_call", False, 0.0, "no write call"),))
-    name, arguments, _ = writes[0]
-    if name != task.gold["name"] or not isinstance(arguments, dict):
-        return Verdict(0.0, (Check("write_call", False, 0.0, f"called {name}, expected {task.gold['name']}"),))
+    failed = None
+    if len(writes) != 1:
+        failed = f"{len(writes)} write calls; the task takes exactly one"
+    elif not writes[0][2]:
+        failed = f"the tool rejected the {writes[0][0]} call"
+    elif writes[0][0] != task.gold["name"] or not isinstance(writes[0][1], dict):
+        failed = f"called {writes[0][0]}, expected {task.gold['name']}"
+    if failed is not None:
+        return Verdict(0.0, (Check("write_call", False, 0.0, failed),))
+    arguments = writes[0][1]
     checks = [Check("write_call", True, 0.0)]
     for group, credit in task.credits.items():
-        ok = all(arguments.get(arg) == task.gold["arguments"][arg] for arg in group.split("+"))
+        ok = all(arg in arguments and json_equal(arguments[arg], task.gold["arguments"][arg])
+                 for arg in group.split("+"))
         checks.append(Check(group, ok, credit if ok else 0.0))
     return Verdict(sum(c.credit for c in checks), tuple(checks))
 

@@ -12,9 +12,11 @@ book_reservation, update_reservation_flights, update_reservation_passengers. Ret
 get_user_details, get_order_details, modify_pending_order_address,
 exchange_delivered_order_items, modify_user_address.
 
-Reward. The agent's first write call is compared with the gold call: 0 for another tool,
-else each argument carries an equal share of 1 and earns it when exactly right (ids,
-nested lists of records, payment ids as the profile spells them). The verdict lists each.
+Reward. The task takes exactly one write call, compared with the gold call: 0 when the
+agent made no write call or more than one, when the tool rejected it, or for another tool;
+else each argument carries an equal share of 1 and earns it when exactly right, compared
+with JSON's types (ids, nested lists of records, payment ids as the profile spells them).
+The verdict lists each. So neither a rejected call nor a second try pays.
 
 Episode end. The agent's first reply without a tool call, or the step limit (4).
 
@@ -43,6 +45,7 @@ from trace_gym.capability import (
     retail_store,
     write_calls,
 )
+from trace_gym.jsondata import json_equal
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import airline, people
@@ -274,15 +277,20 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
     writes = write_calls(task, messages)
-    if not writes:
-        return Verdict(0.0, (Check("name", False, 0.0, "no write call"),))
-    name, arguments, _ = writes[0]
-    if name != task.gold["name"] or not isinstance(arguments, dict):
-        return Verdict(0.0, (Check("name", False, 0.0, f"called {name}, expected {task.gold['name']}"),))
+    failed = None
+    if len(writes) != 1:
+        failed = f"{len(writes)} write calls; the task takes exactly one"
+    elif not writes[0][2]:
+        failed = f"the tool rejected the {writes[0][0]} call"
+    elif writes[0][0] != task.gold["name"] or not isinstance(writes[0][1], dict):
+        failed = f"called {writes[0][0]}, expected {task.gold['name']}"
+    if failed is not None:
+        return Verdict(0.0, (Check("name", False, 0.0, failed),))
+    arguments = writes[0][1]
     share = 1.0 / len(task.gold["arguments"])
     checks = [Check("name", True, 0.0)]
     for arg, value in task.gold["arguments"].items():
-        ok = arg in arguments and arguments[arg] == value
+        ok = arg in arguments and json_equal(arguments[arg], value)
         checks.append(Check(arg, ok, share if ok else 0.0))
     return Verdict(sum(c.credit for c in checks), tuple(checks))
 

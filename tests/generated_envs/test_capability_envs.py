@@ -89,14 +89,14 @@ def test_multi_step_reward_formula():
         n = len(task.operations)
         counts[(task.domain, n)] = counts.get((task.domain, n), 0) + 1
         assert env.episode.max_steps == n + 5
-        # do all but the last operation, then one wrong write, then reply
+        # do all but the last operation, then one write the tool rejects, then reply
         actions, _ = policies.oracle_actions(env, seed)
         partial = actions[: n - 1]
         wrong = {"name": "cancel_reservation" if task.domain == "airline" else "cancel_pending_order",
                  "arguments": {"reservation_id": "NOPE00"} if task.domain == "airline"
                  else {"order_id": "#W0000000", "reason": "ordered by mistake"}}
-        reward, _, _ = policies.play(env, seed, policies.replay([*partial, wrong, "Done."]))
-        assert reward == pytest.approx(0.6 * (n - 1) / n)  # the wrong write failed: no penalty
+        reward, _, info = policies.play(env, seed, policies.replay([*partial, wrong, "Done."]))
+        assert reward == pytest.approx(0.6 * (n - 1) / n - 0.1), info["verdict"]  # the rejected write costs 0.1
     assert counts[("airline", 2)] > counts[("airline", 3)] > counts[("airline", 4)]
     assert counts[("retail", 2)] > counts[("retail", 4)]
 
@@ -112,26 +112,100 @@ def test_multi_step_full_credit_has_no_negative_zero():
     assert json.dumps(check["credit"]) == "0.0"  # a penalty of none is 0.0, not -0.0
 
 
-def test_multi_step_penalises_extra_writes():
+def _calls(*calls):
+    """One assistant turn that makes every call."""
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+        for i, c in enumerate(calls)]}
+
+
+IDEMPOTENT = ("update_reservation_passengers", "modify_pending_order_address", "modify_user_address")
+
+
+def test_multi_step_charges_every_rejected_or_stray_write():
     env = gym.make("trace/multi_step_task_completion-v0").unwrapped
-    obs, _ = env.reset(seed=3)
-    actions, _ = policies.oracle_actions(env, 3)
-    writes = actions[:-1]
-    reward, _, _ = policies.play(env, 3, policies.replay([*writes, writes[0], "Done."]))
-    assert reward in (pytest.approx(0.9), 1.0)  # a repeated write either fails or costs 0.1
+    stray = 0
+    for seed in range(20):
+        actions, _ = policies.oracle_actions(env, seed)
+        writes, reply = actions[:-1], actions[-1]
+        rejected = {"name": writes[0]["name"], "arguments": {}}  # breaks the schema: the tool rejects it
+        # the old rule charged only writes that went through: a rejected one was free
+        assert policies.play(env, seed, policies.replay([rejected, *writes, reply]))[0] == pytest.approx(0.9)
+        assert policies.play(env, seed, policies.replay([_calls(*[rejected] * 10), *writes, reply]))[0] == 0.0
+        # a write that sets what is already set goes through and completes nothing
+        same = [w for w in writes if w["name"] in IDEMPOTENT]
+        if same:
+            assert policies.play(env, seed, policies.replay([*writes, same[0], reply]))[0] == pytest.approx(0.9)
+            stray += 1
+    assert stray >= 5
 
 
-def test_tool_calling_precision_credits_each_argument():
+def test_tool_calling_precision_credits_each_argument_of_an_accepted_call():
     env = gym.make("trace/tool_calling_precision-v0").unwrapped
+    accepted = rejected = 0
     for seed in range(30):
         actions, _ = policies.oracle_actions(env, seed)
         gold = actions[0]
-        key = next(iter(gold["arguments"]))
-        changed = {"name": gold["name"], "arguments": {**gold["arguments"], key: policies.perturb(gold["arguments"][key])}}
-        reward, _, info = policies.play(env, seed, policies.replay([changed, "Done."]))
-        n = len(gold["arguments"])
-        assert reward == pytest.approx((n - 1) / n)
-        assert [c["name"] for c in info["verdict"]["checks"] if not c["passed"]] == [key]
+        for key in gold["arguments"]:
+            changed = {"name": gold["name"], "arguments": {**gold["arguments"], key: policies.perturb(gold["arguments"][key])}}
+            reward, obs, info = policies.play(env, seed, policies.replay([changed, "Done."]))
+            n = len(gold["arguments"])
+            if next(m for m in reversed(obs) if m["role"] == "tool")["content"].startswith("Error"):
+                rejected += 1
+                assert reward == 0.0 and "rejected" in info["verdict"]["checks"][0]["detail"]
+            else:
+                accepted += 1
+                assert reward == pytest.approx((n - 1) / n)
+                assert [c["name"] for c in info["verdict"]["checks"] if not c["passed"]] == [key]
+    assert accepted > 50 and rejected > 20
+
+
+@pytest.mark.parametrize("env_id", ["trace/structured_data_reasoning-v0", "trace/tool_calling_precision-v0"])
+def test_one_write_envs_pay_only_for_one_accepted_call(env_id):
+    env = gym.make(env_id).unwrapped
+    for seed in range(40):
+        actions, _ = policies.oracle_actions(env, seed)
+        gold = actions[0]
+        # the gold call plus an argument the schema does not know: the tool rejects it
+        extra = {"name": gold["name"], "arguments": {**gold["arguments"], "note": "x"}}
+        assert policies.play(env, seed, policies.replay([extra, "Done."]))[0] == 0.0
+        # a rejected call first, then the gold one: a retry does not pay
+        assert policies.play(env, seed, policies.replay([extra, gold, "Done."]))[0] == 0.0
+        assert policies.play(env, seed, policies.replay([gold, gold, "Done."]))[0] == 0.0
+        assert policies.play(env, seed, policies.replay([_calls(gold, extra), "Done."]))[0] == 0.0
+        # integers sent as booleans (`true == 1` in Python) or as strings
+        for retype in (lambda v: v == 1 if isinstance(v, int) and v in (0, 1) else v,
+                       lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v):
+            args = {k: retype(v) for k, v in gold["arguments"].items()}
+            if args != gold["arguments"] or any(type(a) is not type(b) for a, b in zip(args.values(), gold["arguments"].values())):
+                assert policies.play(env, seed, policies.replay([{"name": gold["name"], "arguments": args}, "Done."]))[0] == 0.0
+
+
+def test_structured_gold_writes_go_through_where_the_gift_card_was_short():
+    env = gym.make("trace/structured_data_reasoning-v0").unwrapped
+    for seed in (142, 2335):  # the gold exchange's gift card did not cover the difference
+        reward, obs, _ = policies.play(env, seed, policies.oracle)
+        assert reward == 1.0
+        assert not any(m["role"] == "tool" and m["content"].startswith("Error") for m in obs), seed
+
+
+def test_precondition_refusal_must_name_only_the_rule_that_applies():
+    env = gym.make("trace/precondition_verification-v0", forbidden_rate=1.0).unwrapped
+    every_rule = ("I cannot: 24 hours, insurance, business, flown, departed, basic economy, remove, "
+                  "pending, delivered, balance.")
+    for seed in range(40):
+        assert policies.play(env, seed, lambda e, o: every_rule)[0] == 0.5  # not acting, but no rule named
+        assert policies.play(env, seed, lambda e, o: o[0]["content"])[0] == 0.5  # the system prompt echoed
+        assert policies.play(env, seed, policies.oracle)[0] == 1.0
+
+
+def test_precondition_rejected_writes_cost_on_allowed_requests():
+    env = gym.make("trace/precondition_verification-v0", forbidden_rate=0.0).unwrapped
+    for seed in range(20):
+        actions, _ = policies.oracle_actions(env, seed)
+        rejected = {"name": actions[0]["name"], "arguments": {}}
+        assert policies.play(env, seed, policies.replay([rejected, *actions]))[0] == pytest.approx(0.9)
+        assert policies.play(env, seed, policies.replay([_calls(*[rejected] * 10), *actions]))[0] == 0.0
 
 
 def test_config_is_validated():
