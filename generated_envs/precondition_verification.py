@@ -128,27 +128,21 @@ CANCEL_REASONS = {
 COVERED = ("health", "weather")
 """Reasons travel insurance covers."""
 
-# Rule -> (terms that name it, terms that name it and no other rule). A refusal must use one
-# of the first and none of the second of every other rule of its domain, except words that
-# describe the record itself (its cabin, its status).
+# Rule -> the terms that name it (and no other rule). A refusal must use one of them and none
+# of another rule of its domain, except a word that describes the record itself (its cabin,
+# its status). Words every record has ("business", "insurance") name no rule.
 RULES = {
-    "airline": {"24 hours": (["24 hours", "insurance", "business"], ["24 hours"]),
-                "flown": (["flown", "departed"], ["flown", "departed"]),
-                "basic economy": (["basic economy"], ["basic economy"]),
-                "remove": (["remove"], ["remove"])},
-    "retail": {"pending": (["pending"], ["pending"]),
-               "delivered": (["delivered"], ["delivered"]),
-               "balance": (["balance"], ["balance"])},
+    "airline": {"24 hours": ["24 hour", "24-hour"], "flown": ["flown", "departed"],
+                "basic economy": ["basic economy"], "remove": ["remove"]},
+    "retail": {"pending": ["pending"], "delivered": ["delivered"], "balance": ["balance"]},
 }
 
 
 def _rule(domain: str, name: str, incidental: str) -> tuple[list[str], list[str]]:
     """(terms naming rule `name`, terms of the domain's other rules); `incidental` is the
     word the record itself is described by, which may be said whatever the rule."""
-    terms = RULES[domain][name][0]
-    others = [t for other, (_, own) in RULES[domain].items() if other != name for t in own
-              if t not in terms and t != incidental]
-    return list(terms), others
+    others = [t for other, terms in RULES[domain].items() if other != name for t in terms if t != incidental]
+    return list(RULES[domain][name]), others
 
 
 def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
@@ -352,7 +346,8 @@ REFUSALS = {
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
     if task.forbidden:
-        plan: list[Any] = [refusal(task.rule[0])]  # a rule's first term is its key in REFUSALS
+        name = next(name for name, terms in RULES[task.domain].items() if terms == task.rule)
+        plan: list[Any] = [refusal(name)]
     else:
         plan = [*task.writes, "Done: your request has been completed."]
     return next_step(task, messages, plan)

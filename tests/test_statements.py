@@ -48,3 +48,9 @@ def test_names_rule():
     assert not names_rule(stuffed, ["pending"], ["delivered", "balance"])
     assert not names_rule("I can't do that.", ["pending"], [])
     assert names_rule("Bags can never be REMOVED, sorry", ["remove"], ["24 hours"])
+
+
+def test_a_rule_is_named_in_words_and_an_identifier_still_conflicts():
+    assert names_rule("Basic economy flights cannot be changed.", ["basic economy"], ["remove"])
+    assert not names_rule("Values: basic_economy, economy, business.", ["basic economy"], ["remove"])
+    assert not names_rule("Only pending orders; flight is flown_or_departed", ["pending"], ["flown or departed"])

@@ -15,7 +15,8 @@ a check passes when some message to the customer states it:
 | `token` | a word of the value's shape (same length, digits where it has digits) | `"724109372910"` |
 
 A refusal names its rule when it mentions one of the rule's terms and none of the terms of
-the rules that do not apply (`names_rule`); terms match case-insensitively, commas ignored.
+the rules that do not apply (`names_rule`); terms match case-insensitively, commas ignored
+(and, for the rules that do not apply, an underscore read as a space).
 """
 
 from __future__ import annotations
@@ -87,8 +88,14 @@ def stated(texts: Iterable[str], kind: str, value: str) -> bool:
     return any(states(text, kind, value) for text in texts)
 
 
+def _words(text: str) -> str:
+    return normalise(text).replace("_", " ")
+
+
 def names_rule(text: str, terms: Iterable[str], conflicts: Iterable[str] = ()) -> bool:
-    """Whether `text` names the rule (one of its `terms`) and no rule that does not apply
-    (none of `conflicts`)."""
-    text = normalise(text)
-    return any(normalise(t) in text for t in terms) and not any(normalise(c) in text for c in conflicts)
+    """Whether `text` names the rule (one of its `terms`, in words) and no rule that does not
+    apply (none of `conflicts`, in words or as an identifier: "basic_economy" names basic
+    economy there). A list of raw record values, which spell a cabin "basic_economy", thus
+    names no rule, and cannot hide a rule that does not apply."""
+    words = _words(text)
+    return any(normalise(t) in normalise(text) for t in terms) and not any(_words(c) in words for c in conflicts)

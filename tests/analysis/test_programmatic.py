@@ -30,7 +30,7 @@ class WeakOracle(OraclePolicy):
         if self.weak == cap.PRECONDITION and "cannot" in action:
             return "I am sorry, I cannot do that."  # refuses without naming the rule
         if self.weak == cap.STRUCTURED:
-            infos = [i for r in self._env.task.requests for i in r.communicate]
+            infos = [i["value"] for r in self._env.task.requests for i in r.communicate]
             if any(i.replace(",", "").lower() in action.replace(",", "").lower() for i in infos):
                 return "All set, anything else?"  # never tells the figure it had to work out
         return action

@@ -32,7 +32,29 @@ KIT_MUTANTS = {
         "    obs, reward, terminated, truncated, info = super().step(action)\n"
         "    return obs, (2.0 if terminated else reward), terminated, truncated, info")},
     "verifier_soundness": {"verify": "ok = True"},
-    "degenerate_policies": {"verify": "ok = final_world == expected or final_world == initial_world"},
+    "degenerate_policies": {"verify": "ok = final_world == expected or final_world == initial_world",
+                            "one_write": "pass"},
+    # the gold write is rejected by its world, and the verifier cannot tell: the oracle
+    # still scores 1.0 (structured_data_reasoning's exchange did this on some seeds)
+    "oracle_writes_accepted": {"one_write": "pass", "oracle": (
+        "call = {'name': 'cancel_pending_order', 'arguments': {'order_id': task.order_id, 'reason': task.reason}}\n"
+        "bad = {'name': 'cancel_pending_order', 'arguments': {'order_id': '#W0000000', 'reason': task.reason}}\n"
+        "return next_step(task, messages, [bad, call, 'Done.'])")},
+    # a reply that holds the reason (every enum value of the schema does) counts as done
+    "stuffed_replies": {"one_write": (
+        "from trace_gym.capability import final_reply\n"
+        "ok = (ok and len(write_calls(task, messages, arguments=False)) == 1) or task.reason in final_reply(task, messages)")},
+    # the customer's reason decides the task's "decision": the wording gives it away
+    "wording_only": {"to_json": "return {**asdict(self), 'decision': 'keep' if 'mistake' in self.reason else 'drop'}"},
+    # only the final database counts: extra writes, on other records or failing, are free
+    "shotgun_writes": {"one_write": "pass"},
+    "failing_writes": {"one_write": "pass"},
+    # the verifier grades the call the agent made, not what the tool did with it
+    "retyped_writes": {"verify": "ok = any(n == 'cancel_pending_order' and a.get('order_id') == task.order_id and a.get('reason') == task.reason for n, a, _ in write_calls(task, messages))",
+                       "one_write": "pass"},
+    # a transfer to a human counts as handling the request
+    "early_transfer": {"tools": "TOOLS = {'retail': ['get_order_details', 'cancel_pending_order', 'transfer_to_human_agents']}",
+                       "one_write": "ok = ok or any(m.get('tool_calls') and m['tool_calls'][0]['function']['name'] == 'transfer_to_human_agents' for m in messages)"},
     "malformed_actions": {"env_methods": (
         "def step(self, action):\n"
         "    if isinstance(action, str) and '{' in action:\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trace_gym.capability import CapabilityConfig, CapabilityEnv, Prefill, next_step
+from trace_gym.capability import CapabilityConfig, CapabilityEnv, Prefill, next_step, write_calls
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import retail
@@ -14,7 +14,7 @@ from trace_gym.worlds.world import World
 
 # HOOK:imports
 
-TOOLS = {"retail": ["get_order_details", "cancel_pending_order"]}
+TOOLS = {"retail": ["get_order_details", "cancel_pending_order"]}  # HOOK:tools
 SIZE = retail.RetailWorldSize(products=3, variants=3, users=0)
 STATE = [0]  # HOOK:state
 
@@ -35,7 +35,7 @@ class Task:
         return f"cancel {self.order_id}"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)  # HOOK:to_json
 
 
 def generate(rng: Rng, config: CapabilityConfig) -> tuple[Task, World]:
@@ -55,6 +55,7 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list)
     expected = initial_world.fork()
     retail.TOOLS["cancel_pending_order"].fn(expected, order_id=task.order_id, reason=task.reason)
     ok = final_world == expected  # HOOK:verify
+    ok = ok and len(write_calls(task, messages, arguments=False)) == 1  # HOOK:one_write
     return Verdict(1.0 if ok else 0.0, (Check("database", ok, 1.0 if ok else 0.0),))
 
 

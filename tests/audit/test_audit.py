@@ -17,9 +17,10 @@ from trace_gym.audit import Limits, audit
 from trace_gym.audit.lock import UnauditedEnvWarning, read_lock, warn_if_unaudited
 from trace_gym.cli import main
 from trace_gym.jsondata import sha256_bytes
-from trace_gym.testing import KitSettings
+from trace_gym.testing import KIT_VERSION, KitSettings
 
-FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60)
+FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60,
+                   adversary_seeds=24, wording_seeds=300, gold_seeds=40)
 TIGHT = Limits(cpu_seconds=8, memory_bytes=2 * 2**30, wall_seconds=40)
 SHIPPED = ["trace/precondition_verification-v0", "trace/structured_data_reasoning-v0",
            "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0"]
@@ -91,7 +92,7 @@ def test_passing_audit_is_recorded_and_silences_the_warning(tmp_path):
     report = audit(str(path), FAST, TIGHT)
     assert report.passed and report.recorded, report.reasons()
     entry = read_lock(tmp_path)["entries"][sha256_bytes(path.read_bytes())]
-    assert entry["kit_version"] == "1" and all(r["passed"] for r in entry["results"])
+    assert entry["kit_version"] == KIT_VERSION and all(r["passed"] for r in entry["results"])
     assert "seconds" not in json.dumps(entry)
     path.write_text(path.read_text() + "\n")  # any change needs a new audit
     with pytest.warns(UnauditedEnvWarning):

@@ -7,7 +7,8 @@ import pytest
 from tests.audit.mutants import KIT_MUTANTS, TEMPLATE, mutant
 from trace_gym.testing import PROPERTIES, EnvRef, KitSettings, run_kit, run_property
 
-FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60)
+FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60,
+                  adversary_seeds=24, wording_seeds=300, gold_seeds=40)
 
 
 def test_every_property_has_a_mutant():

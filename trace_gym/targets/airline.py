@@ -20,6 +20,7 @@ from trace_gym.targets.common import (
     agent_method,
     amount_text,
     describe_method,
+    told,
     expand_locates,
     locate,
     money,
@@ -48,6 +49,13 @@ CABIN_NAME = {"basic_economy": "basic economy", "economy": "economy", "business"
 
 class Draft(Drafting):
     builder: AirlineBuilder
+    RULE_WORDS = ("24 hour", "24-hour", "basic economy", "flown", "departed", "remove",
+                  "number of passengers", "silver", "gold", "regular member")
+
+    @property
+    def member(self) -> tuple[str, str]:
+        """How the customer's membership may be said whatever the rule ('gold', 'gold member')."""
+        return self.user["membership"], f"{self.user['membership']} member"
 
     def __init__(self, builder: AirlineBuilder, rng: Rng, config: TargetConfig, user: Record) -> None:
         super().__init__(rng=rng, config=config, user=user)
@@ -168,19 +176,21 @@ REASONS = {
 }
 
 
+COVERED = ("health", "weather")
+"""Reasons travel insurance covers."""
+
+
 def cancel_reservation(d: Draft, forbidden: bool) -> Request:
     rng = d.rng
+    reason = rng.choice(tuple(REASONS))  # drawn before, and apart from, the verdict
     if forbidden:
         variant = "none"
         cabin = rng.choice(("economy", "basic_economy"))
-        insurance = rng.choice(("yes", "no"))
-        reason = "change_of_plans"
+        insurance = "no" if reason in COVERED else rng.choice(("yes", "no"))
     else:
-        variant = rng.choice(("business", "recent", "insured", "airline_cancelled"))
+        variant = rng.choice(("business", "recent", "airline_cancelled", *(("insured",) if reason in COVERED else ())))
         cabin = "business" if variant == "business" else rng.choice(("economy", "basic_economy"))
         insurance = "yes" if variant == "insured" else rng.choice(("yes", "no"))
-        reason = {"insured": rng.choice(("health", "weather")),
-                  "airline_cancelled": "airline_cancelled"}.get(variant, "change_of_plans")
     hours = rng.integer(2, 20) if variant == "recent" else rng.integer(30, 400)
     res = d.reservation(cabin=cabin, insurance=insurance, created_hours_ago=hours)
     rid = res["reservation_id"]
@@ -200,13 +210,15 @@ def cancel_reservation(d: Draft, forbidden: bool) -> Request:
         capabilities=[cap.PRECONDITION],
     )
     if forbidden:
-        cover = ("your travel insurance does not cover a change of plans" if insurance == "yes"
-                 else "it has no travel insurance")
+        cover = ("it has no travel insurance" if insurance == "no" else
+                 "your travel insurance covers only health and weather reasons")
         plan.append(say(
             f"I'm sorry, but I cannot cancel reservation {rid}. It was booked more than 24 hours "
             f"ago, it is not a business reservation, none of its flights was cancelled by the "
             f"airline, and {cover}."))
-        request.rule = ["24 hours", "insurance", "business"]
+        d.forbid(request, ["24 hour", "24-hour"],
+                 [{"name": "cancel_reservation", "arguments": {"reservation_id": rid}}],
+                 CABIN_NAME[cabin], *d.member)
     else:
         plan += [
             say(f"Here is what I will do: cancel reservation {rid}, your {_trip(res)}. The "
@@ -283,7 +295,9 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         plan.append(say(f"I'm sorry, but reservation {rid} is in basic economy, and basic economy "
                         f"flights cannot be changed."))
-        request.rule = ["basic economy"]
+        d.forbid(request, ["basic economy"],
+                 [{"name": "update_reservation_flights", "arguments": {"reservation_id": rid}}],
+                 *d.member)
         request.capabilities = [cap.PRECONDITION]
     else:
         verb = "charged to" if diff > 0 else "refunded to"
@@ -307,13 +321,17 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
 
 def change_cabin(d: Draft, forbidden: bool) -> Request:
     rng, b = d.rng, d.builder
-    if forbidden:  # the outbound has flown, the return has not
-        res = d.reservation(cabin=rng.choice(("basic_economy", "economy")), flight_type="round_trip",
-                            day=rng.integer(b.size.first_day, TODAY - 1),
-                            return_day=rng.integer(TODAY + 1, d.last_day), available=False)
-        d.flight_date(res["flights"][-1]["flight_number"], res["flights"][-1]["date"])
+    cabin = rng.choice(("basic_economy", "economy", "business"))
+    if forbidden:  # the (outbound) flight has flown
+        if rng.chance(0.5):
+            res = d.reservation(cabin=cabin, flight_type="round_trip", day=rng.integer(b.size.first_day, TODAY - 1),
+                                return_day=rng.integer(TODAY + 1, d.last_day), available=False)
+            d.flight_date(res["flights"][-1]["flight_number"], res["flights"][-1]["date"])
+        else:
+            res = d.reservation(cabin=cabin, flight_type="one_way", day=rng.integer(b.size.first_day, TODAY - 1),
+                                available=False)
     else:
-        res = d.reservation(cabin=rng.choice(("basic_economy", "economy", "business")))
+        res = d.reservation(cabin=cabin)
     rid, old = res["reservation_id"], res["cabin"]
     new = {"basic_economy": rng.choice(("economy", "business")), "economy": "business",
            "business": "economy"}[old]
@@ -330,9 +348,12 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
     )
     plan = [*find, say("Which cabin would you like to move to?")]
     if forbidden:
+        request.facts["payment"] = f"Please use {describe_method(d.update_method(0))}."
         plan.append(say(f"I'm sorry, but the cabin of reservation {rid} cannot be changed: its "
                         f"flight on {res['flights'][0]['date']} has already been flown."))
-        request.rule = ["flown", "departed"]
+        d.forbid(request, ["flown", "departed"],
+                 [{"name": "update_reservation_flights", "arguments": {"reservation_id": rid}}],
+                 CABIN_NAME[old], *d.member)
         request.capabilities = [cap.PRECONDITION]
         request.plan = plan
         return request
@@ -358,7 +379,7 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
              payment_id=method["id"]),
         say(f"Done: reservation {rid} is now in {CABIN_NAME[new]}."),
     ]
-    request.communicate = [amount_text(abs(diff))]
+    request.communicate = [told("amount", amount_text(abs(diff)))]
     request.writes = [{"name": "update_reservation_flights", "arguments": {
         "reservation_id": rid, "cabin": new, "flights": flights, "payment_id": method["id"]}}]
     request.plan = plan
@@ -366,105 +387,101 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
 
 
 def baggage(d: Draft, forbidden: bool) -> Request:
+    """The customer names the total they want; fewer bags than the reservation has would
+    remove some, which the policy forbids (only the record tells which it is)."""
     rng = d.rng
     membership = d.user["membership"]
     cabin = rng.choice(("basic_economy", "economy", "business"))
     n_pax = rng.integer(1, 2)
     allowance = FREE_BAGS[membership][cabin] * n_pax
-    if forbidden:
-        res = d.reservation(cabin=cabin, passengers=n_pax, total_baggages=rng.integer(1, allowance + 2))
-    else:
-        res = d.reservation(cabin=cabin, passengers=n_pax, total_baggages=rng.integer(max(0, allowance - 1), allowance))
-    rid, total = res["reservation_id"], res["total_baggages"]
+    wanted = allowance + rng.integer(1, 3)
+    booked = wanted + rng.integer(1, 2) if forbidden else rng.integer(max(0, allowance - 1), allowance)
+    res = d.reservation(cabin=cabin, passengers=n_pax, total_baggages=booked)
+    rid = res["reservation_id"]
     fact, find = _find_reservation(d, res, "Which reservation is this about? Please give me the reservation id.")
-    if forbidden:
-        request = Request(
-            kind="baggage",
-            subject=rid,
-            opening="Hi, I'd like to change the checked bags on one of my reservations.",
-            instruction=f"Remove one checked bag from reservation {rid} (it has {total}).",
-            facts={"reservation": fact, "bags": f"I'd like to remove one of my {total} checked bags."},
-            confirm=[rid], rule=["remove"], capabilities=[cap.PRECONDITION],
-        )
-        request.plan = [*find, say("How many checked bags would you like on the reservation?"),
-                        say("I'm sorry, but checked bags cannot be removed from a reservation; "
-                            "bags can only be added.")]
-        return request
-    add = rng.integer(max(1, allowance - total + 1), allowance - total + 3)
-    new_total = total + add
-    nonfree = max(0, new_total - allowance)
+    nonfree = wanted - allowance
     fee = BAG_FEE * (nonfree - res["nonfree_baggages"])
-    method = d.update_method(fee)
+    method = d.update_method(max(fee, 0))
     request = Request(
         kind="baggage",
         subject=rid,
-        opening="Hi, I'd like to add checked bags to one of my reservations.",
-        instruction=f"Add {add} checked bag(s) to reservation {rid}; pay with {agent_method(method)}.",
-        facts={"reservation": fact, "bags": f"I'd like to add {add} checked bag{'s' if add > 1 else ''}.",
+        opening="Hi, I'd like to change the checked bags on one of my reservations.",
+        instruction=f"Have {wanted} checked bags in total on reservation {rid}; pay with {agent_method(method)}.",
+        facts={"reservation": fact, "bags": f"I'd like {wanted} checked bags in total.",
                "payment": f"Please use {describe_method(method)}."},
-        confirm=[rid, str(new_total)],
-        communicate=[amount_text(fee)],
+        confirm=[rid, str(wanted)],
         capabilities=[cap.STRUCTURED, cap.PRECISION],
     )
+    plan = [*find, say("How many checked bags would you like on the reservation in total?")]
+    if forbidden:
+        plan.append(say(f"I'm sorry, but reservation {rid} already has {booked} checked bags, and "
+                        f"checked bags cannot be removed from a reservation; bags can only be added."))
+        d.forbid(request, ["remove"],
+                 [{"name": "update_reservation_baggages", "arguments": {"reservation_id": rid}}],
+                 CABIN_NAME[cabin], *d.member)
+        request.capabilities = [cap.PRECONDITION]
+        request.plan = plan
+        return request
     request.plan = [
-        *find,
-        say("How many checked bags would you like to add?"),
+        *plan,
         say("Which payment method should I use?"),
         say(f"Reservation {rid} is {CABIN_NAME[cabin]} for {_pax(n_pax)}, and as a {membership} "
-            f"member that includes {allowance} free checked bags. With {add} more it will have "
-            f"{new_total} bags, {nonfree} of them paid, so the fee is {money(fee)}, charged to "
+            f"member that includes {allowance} checked bags without charge. Going from {booked} to "
+            f"{wanted} bags makes {nonfree} of them paid, so the fee is {money(fee)}, charged to "
             f"{agent_method(method)}. Do you confirm (yes/no)?"),
-        call("update_reservation_baggages", reservation_id=rid, total_baggages=new_total,
+        call("update_reservation_baggages", reservation_id=rid, total_baggages=wanted,
              nonfree_baggages=nonfree, payment_id=method["id"]),
-        say(f"Done: reservation {rid} now has {new_total} checked bags, and {money(fee)} was charged."),
+        say(f"Done: reservation {rid} now has {wanted} checked bags, and {money(fee)} was charged."),
     ]
+    request.communicate = [told("amount", amount_text(fee))]
     request.writes = [{"name": "update_reservation_baggages", "arguments": {
-        "reservation_id": rid, "total_baggages": new_total, "nonfree_baggages": nonfree,
+        "reservation_id": rid, "total_baggages": wanted, "nonfree_baggages": nonfree,
         "payment_id": method["id"]}}]
     return request
 
 
 def update_passengers(d: Draft, forbidden: bool) -> Request:
+    """The customer lists the passengers as they should be, one corrected; a list longer or
+    shorter than the reservation's would change their number, which the policy forbids
+    (only the record tells which it is)."""
     rng = d.rng
-    res = d.reservation(passengers=rng.integer(1, 3))
+    stated_n = rng.integer(1, 3)
+    n_pax = rng.choice([n for n in (stated_n - 1, stated_n + 1) if 1 <= n <= 3]) if forbidden else stated_n
+    res = d.reservation(passengers=n_pax)
     rid = res["reservation_id"]
     fact, find = _find_reservation(d, res, "Which reservation is this about? Please give me the reservation id.")
-    if forbidden:
-        first, last = rng.choice(people.FIRST_NAMES), rng.choice(people.LAST_NAMES)
-        request = Request(
-            kind="update_passengers",
-            subject=rid,
-            opening="Hi, I'd like to change the passengers on one of my reservations.",
-            instruction=f"Add {first} {last} as an extra passenger to reservation {rid}.",
-            facts={"reservation": fact, "passengers": f"I'd like to add my friend {first} {last} to the reservation."},
-            confirm=[rid], rule=["number of passengers"], capabilities=[cap.PRECONDITION],
-        )
-        request.plan = [*find, say("Which passenger changes would you like to make?"),
-                        say("I'm sorry, but the number of passengers on a reservation cannot be "
-                            "changed, not even by a human agent.")]
-        return request
-    index = rng.below(len(res["passengers"]))
+    index = rng.below(min(n_pax, stated_n))
     old = res["passengers"][index]
     new_first = rng.choice([n for n in people.FIRST_NAMES if n != old["first_name"]])
     new_dob = people.birth_date(rng) if rng.chance(0.5) else old["dob"]
-    fixed = dict(old, first_name=new_first, dob=new_dob)
-    passengers = [dict(p) for p in res["passengers"]]
-    passengers[index] = fixed
+    passengers = [dict(p) for p in res["passengers"][:stated_n]]
+    passengers[index] = dict(old, first_name=new_first, dob=new_dob)
+    while len(passengers) < stated_n:  # someone the reservation does not have
+        passengers.append({"first_name": rng.choice(people.FIRST_NAMES), "last_name": rng.choice(people.LAST_NAMES),
+                           "dob": people.birth_date(rng)})
+    names = "; ".join(f"{p['first_name']} {p['last_name']}, born {p['dob']}" for p in passengers)
     request = Request(
         kind="update_passengers",
         subject=rid,
-        opening="Hi, one of the passengers on my reservation has wrong details.",
+        opening="Hi, I'd like to update the passengers on one of my reservations.",
         instruction=(f"On reservation {rid}, correct passenger {old['first_name']} {old['last_name']} "
-                     f"to {new_first} {old['last_name']}, born {new_dob}."),
-        facts={"reservation": fact,
-               "passengers": (f"The passenger {old['first_name']} {old['last_name']} should be "
-                              f"{new_first} {old['last_name']}, born {new_dob}.")},
+                     f"to {new_first} {old['last_name']}, born {new_dob}; the passengers should be: {names}."),
+        facts={"reservation": fact, "passengers": f"The passengers should be: {names}."},
         confirm=[rid, new_first],
         capabilities=[cap.PRECISION],
     )
+    plan = [*find, say("Which passenger details need to change, and what are the correct details?")]
+    if forbidden:
+        plan.append(say(f"I'm sorry, but reservation {rid} has {_pax(n_pax)}, and the number of "
+                        f"passengers on a reservation cannot be changed, not even by a human agent."))
+        d.forbid(request, ["number of passengers"],
+                 [{"name": "update_reservation_passengers", "arguments": {"reservation_id": rid}}],
+                 CABIN_NAME[res["cabin"]], *d.member)
+        request.capabilities = [cap.PRECONDITION]
+        request.plan = plan
+        return request
     request.plan = [
-        *find,
-        say("Which passenger details need to change, and what are the correct details?"),
+        *plan,
         say(f"To confirm: on reservation {rid}, passenger {old['first_name']} {old['last_name']} "
             f"becomes {new_first} {old['last_name']}, born {new_dob}; the other passengers stay as "
             f"they are. Do you confirm (yes/no)?"),
@@ -555,7 +572,7 @@ def book_flight(d: Draft, forbidden: bool) -> Request:
             "payment": pay_fact,
         },
         confirm=[flights[0]["flight_number"], amount_text(total)],
-        communicate=[amount_text(total)],
+        communicate=[told("amount", amount_text(total))],
         capabilities=[cap.PRECISION, cap.STRUCTURED],
     )
     request.plan = [
@@ -608,7 +625,9 @@ def compensation(d: Draft, forbidden: bool) -> Request:
             f"I checked: flight {seg['flight_number']} on {seg['date']} was cancelled by the "
             f"airline. I'm sorry, but compensation is only for silver or gold members, insured "
             f"reservations and business reservations, and reservation {rid} does not qualify."))
-        request.rule = ["silver", "gold", "insurance", "business"]
+        # No forbidden write: the certificate it would take goes to the customer, as an allowed
+        # compensation's does, so the database check is the one that catches it.
+        d.forbid(request, ["silver", "gold", "regular member"], [], CABIN_NAME[res["cabin"]])
     else:
         why = {"silver": "a silver member", "gold": "a gold member"}.get(
             user["membership"], "a business reservation" if res["cabin"] == "business" else "an insured reservation")
@@ -621,7 +640,7 @@ def compensation(d: Draft, forbidden: bool) -> Request:
             say(f"Done: a travel certificate of {money(amount)} is now in your profile."),
         ]
         request.writes = [{"name": "send_certificate", "arguments": {"user_id": user["user_id"], "amount": amount}}]
-        request.communicate = [amount_text(amount)]
+        request.communicate = [told("amount", amount_text(amount))]
     request.plan = plan
     return request
 
@@ -637,7 +656,7 @@ def flight_status(d: Draft, forbidden: bool) -> Request:
         opening="Hi, can you tell me the status of a flight?",
         instruction=f"Ask for the status of flight {fn} on {date}.",
         facts={"flight": f"It's flight {fn} on {date}."},
-        communicate=[status],
+        communicate=[told("flight_status", status)],
         capabilities=[],
     )
     request.plan = [
@@ -661,13 +680,13 @@ def bag_allowance(d: Draft, forbidden: bool) -> Request:
         opening="Hi, how many checked bags can I bring for free on my trip?",
         instruction=f"Ask how many free checked bags reservation {rid} includes.",
         facts={"reservation": fact},
-        communicate=[f"{total} free"],
+        communicate=[told("free_bags", str(total))],
         capabilities=[cap.STRUCTURED],
     )
-    request.plan = [
+    request.plan = [  # one count of free bags in the message: the per-passenger one is said otherwise
         *find,
         say(f"Reservation {rid} is {CABIN_NAME[cabin]} for {_pax(n_pax)}, and as a {membership} member "
-            f"you get {per} free checked bag{'s' if per != 1 else ''} per passenger: {total} free "
+            f"you get {per} checked bag{'s' if per != 1 else ''} at no charge per passenger: {total} free "
             f"checked bag{'s' if total != 1 else ''} in total."),
     ]
     return request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from trace_gym import capabilities as cap
 from trace_gym.rng import Rng
@@ -37,6 +37,11 @@ def describe_method(method: Record) -> str:
     return "my PayPal account"
 
 
+def told(kind: str, value: str) -> dict[str, str]:
+    """A piece of information the agent must tell the customer (`trace_gym.statements`)."""
+    return {"kind": kind, "value": value}
+
+
 def agent_method(method: Record) -> str:
     """A payment method as the agent names it back."""
     return describe_method(method).replace("my ", "your ", 1)
@@ -60,8 +65,19 @@ class Drafting:
     owner: int = 0
     """The request being drafted (it owns what it reads or changes)."""
 
+    RULE_WORDS: ClassVar[tuple[str, ...]] = ()
+    """Terms that name one of the domain's rules and no other."""
+
     def knows_id(self) -> bool:
         return not self.rng.chance(self.config.unknown_id_rate)
+
+    def forbid(self, request: Any, rule: list[str], forbids: list[dict[str, Any]], *incidental: str) -> None:
+        """Mark `request` as one to refuse: its refusal names one of `rule` and none of the
+        domain's other rules (save `incidental`, words that describe the record itself, such
+        as its status); attempting any of the `forbids` write calls voids the refusal."""
+        request.rule = list(rule)
+        request.conflicts = [w for w in self.RULE_WORDS if w not in rule and w not in incidental]
+        request.forbids = forbids
 
 
 def locate(table: str, record_id: str, known: bool) -> Step:
@@ -127,14 +143,18 @@ class Conflict(Exception):
 
 def draft_requests(draft: Drafting, table: dict[str, Callable], forbiddable: frozenset[str],
                    kinds: list[str]) -> list:
-    """One request per kind; a request that conflicts with earlier ones is drawn again."""
+    """One request per kind; a request that conflicts with earlier ones is drawn again. A
+    request of a kind the policy can forbid records its decision."""
     requests = []
     for kind in kinds:
         forbidden = kind in forbiddable and draft.rng.chance(draft.config.forbidden_rate)
         for _ in range(10):
             draft.owner += 1
             try:
-                requests.append(table[kind](draft, forbidden))
+                request = table[kind](draft, forbidden)
+                if kind in forbiddable:
+                    request.decision = "forbidden" if request.forbidden else "allowed"
+                requests.append(request)
                 break
             except Conflict:  # draw this request again, on other records
                 continue

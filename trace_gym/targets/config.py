@@ -12,7 +12,7 @@ PROMPT_STYLES = ("full", "compact")
 
 @dataclass(frozen=True)
 class TargetConfig:
-    """How hard a target env's tasks are. Every field is validated at construction."""
+    """How a target env's tasks are drawn and scored. Every field is validated at construction."""
 
     max_requests: int = 3
     """Most requests one customer makes in a conversation (1-4)."""
@@ -28,6 +28,11 @@ class TargetConfig:
     """Request kinds to draw from (None: all of the domain's)."""
     prompt_style: str = "full"
     """System prompt: the full policy ("full") or a short one for tiny models ("compact")."""
+    strict: bool = True
+    """Score the agent's protocol too (True): no attempted forbidden write, the customer's
+    explicit yes to a summary before each write, the customer identified before any record
+    of theirs is read. False: tau2-bench's rule only (final database and required
+    information), for comparison with tau2 figures."""
 
     def __post_init__(self) -> None:
         def need(name: str, ok: bool, rule: str) -> None:
@@ -41,6 +46,7 @@ class TargetConfig:
                  "must be a number in [0, 1]")
         need("distractors", isinstance(self.distractors, int) and 0 <= self.distractors <= 6,
              "must be an integer in 0..6")
+        need("strict", isinstance(self.strict, bool), "must be True or False")
         need("prompt_style", self.prompt_style in PROMPT_STYLES,
              f"allowed: {', '.join(PROMPT_STYLES)}")
         if self.kinds is not None:

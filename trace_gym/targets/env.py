@@ -8,15 +8,19 @@ the customer, who answers as `ScriptedUser` describes.
 Episode end: the customer ends the conversation (all requests handled, or they give up),
 or the agent transfers to a human; the task's step limit truncates with reward 0.
 
-Reward: tau2-bench's rule, 1 when the final database equals the one the gold writes
-produce, every required piece of information was said and every forbidden request was
-refused naming its rule; else 0. `info["verdict"]` lists the checks.
+Reward: 1 when every check passes, else 0 (`trace_gym.targets.verify`): the final database
+equals the one the gold writes produce, every required piece of information was stated (the
+value and no other of its kind), every forbidden request was refused naming its rule and no
+other, after a lookup and without attempting it; and, with `strict=True` (the default), the
+protocol: no attempted forbidden write, the customer's explicit yes to a summary before each
+write, the customer identified before their records are read. `strict=False` is tau2-bench's
+rule. `info["verdict"]` lists the checks.
 
 Arguments (`gym.make` keyword arguments): the fields of `TargetConfig` (max_requests,
-compound_rate, forbidden_rate, unknown_id_rate, distractors, kinds, prompt_style) and
-`world_size` (an AirlineWorldSize / RetailWorldSize or a dict of its fields).
+compound_rate, forbidden_rate, unknown_id_rate, distractors, kinds, prompt_style, strict)
+and `world_size` (an AirlineWorldSize / RetailWorldSize or a dict of its fields).
 
-Version history: v0, first version.
+Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 """
 
 from __future__ import annotations
@@ -105,7 +109,7 @@ class TargetEnv(TraceEnv):
 
     def verify(self, task: TargetTask, initial_world: World, final_world: World,
                messages: list[msg.Message]) -> Verdict:
-        return verify(task, initial_world, final_world, messages, self.toolset)
+        return verify(task, initial_world, final_world, messages, self.toolset, strict=self.config.strict)
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
         return plan_action(self.task.plan, messages)

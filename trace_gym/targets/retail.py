@@ -20,6 +20,7 @@ from trace_gym.targets.common import (
     amount_text,
     describe_method,
     draw_kinds,
+    told,
     expand_locates,
     locate,
     money,
@@ -40,6 +41,7 @@ REASON_PHRASES = {
 
 class Draft(Drafting):
     builder: RetailBuilder
+    RULE_WORDS = ("pending", "delivered", "balance")
 
     def __init__(self, builder: RetailBuilder, rng: Rng, config: TargetConfig, user: Record) -> None:
         super().__init__(rng=rng, config=config, user=user)
@@ -75,13 +77,15 @@ def _items_text(order: Record) -> str:
 
 
 def _signature(order: Record) -> tuple:
-    """How the customer describes an order: its status and one product in it."""
-    return (order["status"], order["items"][0]["name"])
+    """How the customer describes an order: one item of it, by product and options (not by
+    status: whether a request is allowed must come from the record, not from the customer)."""
+    line = order["items"][0]
+    return (line["name"], describe_options(line["options"]))
 
 
 def _fits(order: Record, description: tuple) -> bool:
-    status, product = description
-    return order["status"] == status and any(i["name"] == product for i in order["items"])
+    product, options = description
+    return any(i["name"] == product and describe_options(i["options"]) == options for i in order["items"])
 
 
 def _find_order(d: Draft, order: Record, question: str) -> tuple[str, list[Step]]:
@@ -89,8 +93,8 @@ def _find_order(d: Draft, order: Record, question: str) -> tuple[str, list[Step]
     if known:
         fact = f"The order id is {order['order_id']}."
     else:
-        fact = (f"I don't have the order id. It's my {order['status']} order with the "
-                f"{order['items'][0]['name']} in it.")
+        name, options = _signature(order)
+        fact = f"I don't have the order id. It's my order with the {name} ({options}) in it."
         d.vague[order["order_id"]] = _signature(order)
         d.distractor(order)
     return fact, [say(question), locate("orders", order["order_id"], known)]
@@ -123,7 +127,7 @@ def cancel_order(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         plan.append(say(f"I'm sorry, but order {oid} cannot be cancelled: it is {status}, and only "
                         f"pending orders can be cancelled."))
-        request.rule = ["pending"]
+        d.forbid(request, ["pending"], [{"name": "cancel_pending_order", "arguments": {"order_id": oid}}], status)
         request.capabilities = [cap.PRECONDITION]
     else:
         method = d.user["payment_methods"][order["payment_history"][0]["payment_method_id"]]
@@ -181,14 +185,6 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
         confirm=[oid, *(value for *_, value in changes)],
         capabilities=[cap.STRUCTURED, cap.PRECISION],
     )
-    plan = [*find, say(f"What would you like to {verb}?")]
-    if forbidden:
-        plan.append(say(f"I'm sorry, but order {oid} is {status}, so its items cannot be "
-                        f"{'exchanged: only delivered orders can be' if delivered else 'modified: only pending orders can be'}."))
-        request.rule = [good]
-        request.capabilities = [cap.PRECONDITION]
-        request.plan = plan
-        return request
     diff = round(sum(v["price"] - line["price"] for line, _, v, _, _ in changes), 2)
     gift = d.method("gift_card")
     if gift["id"] not in d.spent_methods and gift["balance"] >= diff and rng.chance(0.5):
@@ -197,6 +193,15 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
     else:
         method = d.user["payment_methods"][order["payment_history"][0]["payment_method_id"]]
     request.facts["payment"] = f"Please use {describe_method(method)} for any difference."
+    plan = [*find, say(f"What would you like to {verb}?")]
+    if forbidden:
+        plan.append(say(f"I'm sorry, but order {oid} is {status}, so its items cannot be "
+                        f"{'exchanged: only delivered orders can be' if delivered else 'modified: only pending orders can be'}."))
+        tool = "exchange_delivered_order_items" if delivered else "modify_pending_order_items"
+        d.forbid(request, [good], [{"name": tool, "arguments": {"order_id": oid}}], status)
+        request.capabilities = [cap.PRECONDITION]
+        request.plan = plan
+        return request
     item_ids = [line["item_id"] for line, *_ in changes]
     new_ids = [v["item_id"] for _, _, v, _, _ in changes]
     summary = "; ".join(f"{p['name']} ({describe_options(line['options'])}) becomes item {v['item_id']} "
@@ -256,7 +261,8 @@ def modify_order_address(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         plan.append(say(f"I'm sorry, but order {oid} is already delivered, so its address cannot be "
                         f"changed: only pending orders can be."))
-        request.rule = ["pending"]
+        d.forbid(request, ["pending"], [{"name": "modify_pending_order_address", "arguments": {"order_id": oid}}],
+                 status)
         request.capabilities = [cap.PRECONDITION]
     else:
         plan += [
@@ -271,25 +277,25 @@ def modify_order_address(d: Draft, forbidden: bool) -> Request:
 
 
 def modify_order_payment(d: Draft, forbidden: bool) -> Request:
+    """The customer wants to pay with their gift card; it is forbidden when the balance does
+    not cover the order. The gift card is this request's alone (`generate_task` keeps other
+    requests from paying with it or refunding to it, which would change its balance)."""
     rng = d.rng
     order = d.order("pending")
     oid, total = order["order_id"], order_total(order)
     old = d.user["payment_methods"][order["payment_history"][0]["payment_method_id"]]
     gift = d.method("gift_card")
-    usable_gift = gift["id"] not in d.spent_methods and gift["balance"] >= total
-    forbidden = forbidden and gift["balance"] < total and gift["id"] not in d.spent_methods
-    if forbidden or (usable_gift and rng.chance(0.5)):
-        new = gift
-        d.spent_methods.add(gift["id"])
-    else:
-        new = d.method("paypal" if old["source"] == "credit_card" else "credit_card")
+    if forbidden and gift["balance"] >= total:
+        gift["balance"] = round(total * rng.integer(20, 90) / 100, 2)
+    elif not forbidden and gift["balance"] < total:
+        gift["balance"] = round(total + rng.integer(5, 100), 2)
     fact, find = _find_order(d, order, "Which order is this about? Please give me the order id.")
     request = Request(
         kind="modify_order_payment",
         subject=oid,
         opening="Hi, I'd like to change how one of my orders is paid.",
-        instruction=f"Pay order {oid} with {agent_method(new)} instead of {agent_method(old)}.",
-        facts={"order": fact, "payment": f"I'd like to pay with {describe_method(new)} instead."},
+        instruction=f"Pay order {oid} with {agent_method(gift)} instead of {agent_method(old)}.",
+        facts={"order": fact, "payment": f"I'd like to pay with {describe_method(gift)} instead."},
         confirm=[oid],
         capabilities=[cap.PRECONDITION, cap.PRECISION],
     )
@@ -297,17 +303,18 @@ def modify_order_payment(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         plan.append(say(f"I'm sorry, but your gift card balance of {money(gift['balance'])} does not "
                         f"cover the order total of {money(total)}, so the payment cannot be switched to it."))
-        request.rule = ["balance"]
+        d.forbid(request, ["balance"], [{"name": "modify_pending_order_payment", "arguments": {"order_id": oid}}],
+                 order["status"])
         request.capabilities = [cap.PRECONDITION]
     else:
         plan += [
-            say(f"To confirm: order {oid} ({money(total)}) will be paid with {agent_method(new)}, and "
+            say(f"To confirm: order {oid} ({money(total)}) will be paid with {agent_method(gift)}, and "
                 f"{agent_method(old)} will be refunded {_refund_timing(old)}. Do you confirm (yes/no)?"),
-            call("modify_pending_order_payment", order_id=oid, payment_method_id=new["id"]),
-            say(f"Done: order {oid} is now paid with {agent_method(new)}."),
+            call("modify_pending_order_payment", order_id=oid, payment_method_id=gift["id"]),
+            say(f"Done: order {oid} is now paid with {agent_method(gift)}."),
         ]
         request.writes = [{"name": "modify_pending_order_payment",
-                           "arguments": {"order_id": oid, "payment_method_id": new["id"]}}]
+                           "arguments": {"order_id": oid, "payment_method_id": gift["id"]}}]
     request.plan = plan
     return request
 
@@ -320,7 +327,8 @@ def return_items(d: Draft, forbidden: bool) -> Request:
     lines = rng.sample(order["items"], rng.integer(1, len(order["items"])))
     names = " and the ".join(line["name"] for line in lines)
     original = d.user["payment_methods"][order["payment_history"][0]["payment_method_id"]]
-    method = d.method("gift_card") if rng.chance(0.4) else original
+    gift = d.method("gift_card")
+    method = gift if gift["id"] not in d.spent_methods and rng.chance(0.4) else original
     refund = round(sum(line["price"] for line in lines), 2)
     fact, find = _find_order(d, order, "Which order is this about? Please give me the order id.")
     where = "my gift card" if method["source"] == "gift_card" else "the original payment method"
@@ -338,7 +346,8 @@ def return_items(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         plan.append(say(f"I'm sorry, but order {oid} is {status}, so it cannot be returned: only "
                         f"delivered orders can be."))
-        request.rule = ["delivered"]
+        d.forbid(request, ["delivered"], [{"name": "return_delivered_order_items", "arguments": {"order_id": oid}}],
+                 status)
         request.capabilities = [cap.PRECONDITION]
     else:
         item_ids = [line["item_id"] for line in lines]
@@ -352,7 +361,7 @@ def return_items(d: Draft, forbidden: bool) -> Request:
         ]
         request.writes = [{"name": "return_delivered_order_items",
                            "arguments": {"order_id": oid, "item_ids": item_ids, "payment_method_id": method["id"]}}]
-        request.communicate = [amount_text(refund)]
+        request.communicate = [told("amount", amount_text(refund))]
     request.plan = plan
     return request
 
@@ -387,10 +396,10 @@ def order_info(d: Draft, forbidden: bool) -> Request:
     if tracking:
         number = order["fulfillments"][0]["tracking_id"][0]
         question, answer, info = ("what is the tracking number of one of my orders?",
-                                  f"The tracking number of order {oid} is {number}.", number)
+                                  f"The tracking number of order {oid} is {number}.", told("token", number))
     else:
         question, answer, info = ("how much did I pay for one of my orders?",
-                                  f"You paid {money(total)} for order {oid}.", amount_text(total))
+                                  f"You paid {money(total)} for order {oid}.", told("amount", amount_text(total)))
     request = Request(
         kind="order_info",
         subject=oid,
@@ -428,7 +437,9 @@ def generate_task(rng: Rng, config: TargetConfig,
             builder.add_order(other)
     user = builder.add_user(gift_card_balance=float(rng.integer(20, 400)), paypal=True)
     draft = Draft(builder, rng, config, user)
-    kinds = draw_kinds(rng, config, tuple(KINDS), limits={"modify_user_address": 1})
+    kinds = draw_kinds(rng, config, tuple(KINDS), limits={"modify_user_address": 1, "modify_order_payment": 1})
+    if "modify_order_payment" in kinds:  # its gift card: no other request may change the balance
+        draft.spent_methods.add(draft.method("gift_card")["id"])
     requests = draft_requests(draft, KINDS, FORBIDDABLE, kinds)
     for _ in range(config.distractors):
         subject = [o for o in user["orders"] if o in draft.used_records]

@@ -36,10 +36,21 @@ class Request:
     """Terms an action summary must contain for the customer to say yes."""
     writes: list[dict[str, Any]] = field(default_factory=list)
     """The gold write calls, in order ({'name', 'arguments'})."""
-    communicate: list[str] = field(default_factory=list)
-    """Information the agent must tell the customer (matched case-insensitively, commas ignored)."""
+    communicate: list[dict[str, str]] = field(default_factory=list)
+    """Information the agent must tell the customer: {'kind', 'value'}, stated in one message
+    with no other value of its kind (`trace_gym.statements`)."""
     rule: list[str] = field(default_factory=list)
     """For a request the policy forbids: the refusal must name one of these terms."""
+    conflicts: list[str] = field(default_factory=list)
+    """For a request the policy forbids: terms of rules that do not apply, which the refusal
+    must not name (words that describe the record itself are left out)."""
+    forbids: list[dict[str, Any]] = field(default_factory=list)
+    """For a request the policy forbids: the write calls that would carry it out
+    ({'name', 'arguments'}, the arguments a call must contain to be one of them). Attempting
+    one voids the refusal, even when the tool rejects the call."""
+    decision: str | None = None
+    """What the agent must find out from the records: 'allowed' or 'forbidden' for a kind the
+    policy can forbid, None for the others."""
     capabilities: list[str] = field(default_factory=list)
     subject: str | None = None
     """Id of the record the request is about; a refusal counts only after it was looked up."""
@@ -104,9 +115,20 @@ class TargetTask:
                      "action only when its summary matches what you want.")
         return "\n".join(lines)
 
+    @property
+    def decision(self) -> str | None:
+        """The task's verdict as the records decide it: 'forbidden' when some request must be
+        refused, 'allowed' when every request that could be forbidden is allowed, None when
+        no request could be."""
+        decisions = [r.decision for r in self.requests if r.decision is not None]
+        if not decisions:
+            return None
+        return "forbidden" if "forbidden" in decisions else "allowed"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "domain": self.domain,
+            "decision": self.decision,
             "kind": self.kind,
             "kinds": self.kinds,
             "user_id": self.user_id,

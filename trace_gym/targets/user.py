@@ -4,7 +4,8 @@ It opens with its reason for calling (no ids, no details), answers the questions
 asked from what it knows (identity, then the current request's facts), says yes to an
 action summary only when the summary names what it wants, moves to its next request once
 the current one is handled (a write was made, the agent refused, or the information it
-asked for was given), and ends the conversation after the last one. An agent that keeps
+asked for was stated, with no other value of its kind), and ends the conversation after
+the last one. An agent that keeps
 talking without helping is nudged, then left.
 
 Questions are recognised by keywords, so any agent, not only the oracle, can be served:
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from trace_gym.statements import states
 from trace_gym.targets.task import Request, TargetTask
 
 # topic -> phrases that, in a question, ask about it
@@ -64,15 +66,6 @@ def follow_up(opening: str) -> str:
     """A later request's opening: 'Hi, I'd like X.' -> 'Thanks. Also, I'd like X.'"""
     body = opening.removeprefix("Hi, ")
     return f"Thanks. Also, {body[0].lower()}{body[1:]}"
-
-
-def _normalise(text: str) -> str:
-    return text.lower().replace(",", "")
-
-
-def mentions(text: str, term: str) -> bool:
-    """tau2's matching rule for required information: case-insensitive, commas ignored."""
-    return _normalise(term) in _normalise(text)
 
 
 @dataclass
@@ -135,7 +128,7 @@ class ScriptedUser:
             return True
         if req.writes:
             return writes_so_far > self.writes_at_start
-        return bool(req.communicate) and all(mentions(reply, info) for info in req.communicate)
+        return bool(req.communicate) and all(states(reply, info["kind"], info["value"]) for info in req.communicate)
 
     def _next(self, writes_so_far: int) -> UserTurn:
         self.index += 1

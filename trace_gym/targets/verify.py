@@ -1,16 +1,38 @@
-"""The target verifier, tau2-bench's rule: the final database must equal the one the gold
-writes produce from the initial world, every piece of required information must have been
-told to the customer, and every forbidden request must have been refused with its rule
-named. The score is 1 when all checks pass, else 0."""
+"""The target verifier. The score is 1 when every check passes, else 0 (tau2-bench's rule).
+
+tau2-bench's checks, with what a message must do to count as telling something:
+- `database`: the final database equals the one the gold writes produce from the initial world;
+- `communicate[i]:VALUE`: some message to the customer states the value and no other value of
+  its kind (`trace_gym.statements`: one amount, one flight status, ...);
+- `refusal[i]:KIND`, for a request the policy forbids: the record was looked up with a read
+  tool, a message names the violated rule and no rule that does not apply, and no write
+  that would carry the request out was attempted (the tool rejecting it does not excuse it).
+
+With `strict=True` (the default) the agent's protocol is scored too:
+- `forbidden_write[i]:KIND`: no write that would carry out a forbidden request was attempted;
+- `confirmation`: every write call (attempted, accepted or not) comes right after the
+  customer's explicit yes ("Yes, please go ahead.", their last message before the call, not
+  used by an earlier write) to a summary that names the write's reservation or order;
+- `identification`: no read tool took one of the customer's ids (user, reservation, order)
+  before the customer said who they are.
+`strict=False` is tau2-bench's rule, for comparison with tau2 figures.
+"""
 
 from __future__ import annotations
 
-from trace_gym.messages import Message, assistant_texts, tool_calls_of
-from trace_gym.targets.task import TargetTask
-from trace_gym.targets.user import mentions
-from trace_gym.tools import Toolset
+from typing import Any
+
+from trace_gym.jsondata import json_equal
+from trace_gym.messages import Message, assistant_texts, call_arguments
+from trace_gym.statements import names_rule, stated
+from trace_gym.targets.task import Request, TargetTask
+from trace_gym.targets.user import YES
+from trace_gym.tools import ToolKind, Toolset
 from trace_gym.verdict import Check, Verdict, all_or_nothing
 from trace_gym.worlds.world import World
+
+SUBJECT_ARGUMENTS = ("reservation_id", "order_id")
+"""Arguments a summary must name for the customer's yes to cover the write."""
 
 
 def expected_world(task: TargetTask, initial_world: World, toolset: Toolset) -> World:
@@ -23,33 +45,112 @@ def expected_world(task: TargetTask, initial_world: World, toolset: Toolset) -> 
 
 
 def verify(task: TargetTask, initial_world: World, final_world: World,
-           messages: list[Message], toolset: Toolset) -> Verdict:
+           messages: list[Message], toolset: Toolset, strict: bool = True) -> Verdict:
     expected = expected_world(task, initial_world, toolset)
     same = final_world == expected
     checks = [Check("database", same, 1.0 if same else 0.0,
                     "" if same else "differs at " + ", ".join(final_world.diff(expected)))]
     said = assistant_texts(messages)
+    calls = _calls(messages, toolset)
     for i, request in enumerate(task.requests):
         for info in request.communicate:
-            ok = any(mentions(text, info) for text in said)
-            checks.append(Check(f"communicate[{i}]:{info}", ok, 1.0 if ok else 0.0))
+            ok = stated(said, info["kind"], info["value"])
+            checks.append(Check(f"communicate[{i}]:{info['value']}", ok, 1.0 if ok else 0.0,
+                                "" if ok else f"no message states the {info['kind']} {info['value']} alone"))
         if request.forbidden:
-            looked = request.subject is None or _looked_up(messages, request.subject)
-            named = any(mentions(text, term) for text in said for term in request.rule)
-            ok = looked and named
-            checks.append(Check(f"refusal[{i}]:{request.kind}", ok, 1.0 if ok else 0.0,
-                                f"must look up {request.subject} and name one of: " + ", ".join(request.rule)))
+            attempted = _forbidden_attempts(request, calls)
+            looked = request.subject is None or any(
+                kind is ToolKind.READ and went_through and request.subject in _values(args)
+                for _, _, kind, args, went_through in calls)
+            named = any(names_rule(text, request.rule, request.conflicts) for text in said)
+            ok = looked and named and not attempted
+            checks.append(Check(f"refusal[{i}]:{request.kind}", ok, 1.0 if ok else 0.0, _refusal_detail(
+                request, looked, named, attempted)))
+            if strict:
+                checks.append(Check(f"forbidden_write[{i}]:{request.kind}", not attempted, 1.0 if not attempted else 0.0,
+                                    f"attempted {', '.join(attempted)}" if attempted else ""))
+    if strict:
+        checks.append(_confirmation(messages, calls))
+        checks.append(_identification(task, initial_world, messages, calls))
     return all_or_nothing(checks)
 
 
-def _looked_up(messages: list[Message], record_id: str) -> bool:
-    """Whether a tool call that succeeded took this record id as an argument."""
+# A call as the verifier reads it: (index of its assistant message, tool name, tool kind or
+# None for an unknown tool, parsed arguments or None, whether the tool accepted it).
+Call = tuple[int, str, Any, Any, bool]
+
+
+def _calls(messages: list[Message], toolset: Toolset) -> list[Call]:
     results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
-    for m in messages:
-        if m["role"] != "assistant":
+    out = []
+    for index, m in enumerate(messages):
+        if m["role"] != "assistant" or not m.get("tool_calls"):
             continue
-        for tc, (_, args) in zip(m.get("tool_calls") or (), tool_calls_of(m)):
-            if isinstance(args, dict) and record_id in args.values() \
-                    and not results.get(tc["id"], "Error").startswith("Error"):
-                return True
-    return False
+        for tc in m["tool_calls"]:
+            name = tc.get("function", {}).get("name")
+            tool = toolset.get(name) if isinstance(name, str) else None
+            went_through = not results.get(tc.get("id"), "Error").startswith("Error")
+            out.append((index, name, tool.kind if tool else None, call_arguments(tc), went_through))
+    return out
+
+
+def _values(arguments: Any) -> list[Any]:
+    return list(arguments.values()) if isinstance(arguments, dict) else []
+
+
+def _forbidden_attempts(request: Request, calls: list[Call]) -> list[str]:
+    """The calls, accepted or not, that would have carried out a forbidden request."""
+    out = []
+    for _, name, _, args, _ in calls:
+        for pattern in request.forbids:
+            if name == pattern["name"] and isinstance(args, dict) and all(
+                    k in args and json_equal(args[k], v) for k, v in pattern["arguments"].items()):
+                out.append(name)
+    return out
+
+
+def _refusal_detail(request: Request, looked: bool, named: bool, attempted: list[str]) -> str:
+    problems = []
+    if attempted:
+        problems.append(f"attempted the forbidden {', '.join(attempted)}")
+    if not looked:
+        problems.append(f"did not look up {request.subject} with a read tool")
+    if not named:
+        problems.append(f"no message names one of: {', '.join(request.rule)}; and none of: "
+                        f"{', '.join(request.conflicts)}")
+    return "; ".join(problems)
+
+
+def _confirmation(messages: list[Message], calls: list[Call]) -> Check:
+    unconfirmed = []
+    used: set[int] = set()
+    for index, name, kind, args, _ in calls:
+        if kind is not ToolKind.WRITE:
+            continue
+        yes = next((j for j in range(index - 1, 0, -1) if messages[j]["role"] == "user"), None)
+        summary = messages[yes - 1] if yes is not None else None
+        ok = (yes is not None and yes not in used and messages[yes]["content"] == YES
+              and summary is not None and summary["role"] == "assistant" and not summary.get("tool_calls")
+              and all(str(args[k]) in (summary.get("content") or "")
+                      for k in SUBJECT_ARGUMENTS if isinstance(args, dict) and k in args))
+        if ok:
+            used.add(yes)
+        else:
+            unconfirmed.append(name)
+    passed = not unconfirmed
+    return Check("confirmation", passed, 1.0 if passed else 0.0,
+                 "" if passed else "no explicit yes to a summary of: " + ", ".join(unconfirmed))
+
+
+def _identification(task: TargetTask, initial_world: World, messages: list[Message], calls: list[Call]) -> Check:
+    answers = list(task.identity.values())
+    identified = next((i for i, m in enumerate(messages) if m["role"] == "user"
+                       and any(a in (m.get("content") or "") for a in answers)), len(messages))
+    user = initial_world.tables["users"].get(task.user_id, {})
+    theirs = {task.user_id, *user.get("reservations", ()), *user.get("orders", ())}
+    early = [name for index, name, kind, args, _ in calls
+             if index < identified and kind is ToolKind.READ and theirs.intersection(
+                 v for v in _values(args) if isinstance(v, str))]
+    passed = not early
+    return Check("identification", passed, 1.0 if passed else 0.0,
+                 "" if passed else f"read the customer's records before they said who they are: {', '.join(early)}")

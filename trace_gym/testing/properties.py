@@ -20,12 +20,14 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from trace_gym.actions import parse_action
-from trace_gym.jsondata import sha256_json
+from trace_gym.jsondata import canonical_json, sha256_json
 from trace_gym.messages import INVALID_TOOL_CALL
 from trace_gym.seeding import SPLITS
 from trace_gym.spaces import is_valid_message
-from trace_gym.testing import policies
+from trace_gym.testing import adversaries, policies
 from trace_gym.testing.envref import EnvRef
+from trace_gym.testing.wording import MAX_GAIN, request_text, wording_leak
+from trace_gym.tools import ToolKind
 from trace_gym.worlds import airline, retail
 
 HYPOTHESIS_SEED = 20261129
@@ -49,6 +51,15 @@ class KitSettings:
     """Seeds whose oracle is perturbed."""
     distinct_seeds: int = 200
     """Seeds whose tasks must differ."""
+    adversary_seeds: int = 200
+    """Seeds each adversary plays (half train, half test): enough that an env whose
+    do-nothing reply earns 0.30 on average (a refusal's credit for not acting) does not
+    exceed 0.35 by the luck of the sample."""
+    wording_seeds: int = 2000
+    """Train seeds the wording-only classifier is fitted on, and test seeds it is scored on
+    (telling a leak of +0.10 from one of +0.05 takes about this many)."""
+    gold_seeds: int = 500
+    """Seeds whose oracle writes must all go through."""
     target_tools: tuple[dict[str, Any], ...] | None = None
     """The target's tool schemas (default: the airline and retail tools)."""
 
@@ -153,18 +164,128 @@ def verifier_soundness(ref: EnvRef, s: KitSettings) -> str:
     return f"{tried} perturbed oracles all scored below 1"
 
 
-def degenerate_policies(ref: EnvRef, s: KitSettings) -> str:
+MAX_ADVERSARY_MEAN = 0.35
+"""The most any adversary may average."""
+OVER_DO_NOTHING = 0.05
+"""How much more than the do-nothing reply, on the same seeds, an adversary may average."""
+
+
+def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary]) -> str:
+    """Every adversary of `players` averages at most MAX_ADVERSARY_MEAN and at most the
+    do-nothing reply's mean plus OVER_DO_NOTHING (over the seeds it applies to), and scores
+    1.0 on no seed where doing nothing scores less (where the oracle's behaviour was needed)."""
     env = ref.make()
-    seeds = _seeds(s.episodes)
-    oracle_mean = sum(policies.play(env, seed, policies.oracle)[0] for seed in seeds) / len(seeds)
-    means = {}
-    for name, act in policies.degenerate_policies().items():
-        mean = sum(policies.play(env, seed, act)[0] for seed in seeds) / len(seeds)
-        means[name] = round(mean, 3)
-        if mean > 0.65 or mean > oracle_mean - 0.35:
-            _fail(f"the {name} policy scored {mean:.3f} on average (oracle {oracle_mean:.3f}); "
-                  f"allowed: at most 0.65 and 0.35 below the oracle")
-    return f"oracle {oracle_mean:.3f}; " + ", ".join(f"{k} {v}" for k, v in means.items())
+    seeds = _seeds(s.adversary_seeds)
+    reference = {seed: adversaries.do_nothing(env, seed) for seed in seeds}
+    parts = []
+    for name, play in players.items():
+        rewards = {}
+        for seed in seeds:
+            reward = play(env, seed)
+            if reward is not None:
+                rewards[seed] = reward
+        if not rewards:
+            parts.append(f"{name} does not apply")
+            continue
+        mean = sum(rewards.values()) / len(rewards)
+        base = sum(reference[seed] for seed in rewards) / len(rewards)
+        if mean > MAX_ADVERSARY_MEAN or mean > base + OVER_DO_NOTHING:
+            _fail(f"the {name} adversary scored {mean:.3f} on average over {len(rewards)} seeds (doing "
+                  f"nothing: {base:.3f}); allowed: at most {MAX_ADVERSARY_MEAN} and at most "
+                  f"{OVER_DO_NOTHING} above doing nothing")
+        lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and reference[seed] < 1.0 - 1e-9]
+        if lucky:
+            _fail(f"the {name} adversary scored 1.0 on seed {lucky[0]}, where doing nothing scores "
+                  f"{reference[lucky[0]]} ({len(lucky)} such seeds of {len(rewards)})")
+        parts.append(f"{name} {mean:.3f} ({len(rewards)} seeds)")
+    do_nothing = sum(reference.values()) / len(reference)
+    return f"doing nothing {do_nothing:.3f}; " + ", ".join(parts)
+
+
+def _adversaries(*names: str) -> dict[str, adversaries.Adversary]:
+    return {name: adversaries.ADVERSARIES[name] for name in names}
+
+
+def degenerate_policies(ref: EnvRef, s: KitSettings) -> str:
+    players = {name: (lambda env, seed, act=act: policies.play(env, seed, act)[0])
+               for name, act in policies.degenerate_policies().items()}
+    return _bounded(ref, s, players)
+
+
+def stuffed_replies(ref: EnvRef, s: KitSettings) -> str:
+    """Replies that say everything at once: the system prompt, every value in view, every
+    number; and the same after reading every record in view."""
+    return _bounded(ref, s, _adversaries("stuffed_prompt", "stuffed_values", "stuffed_numbers", "lookup_then_stuffed"))
+
+
+def shotgun_writes(ref: EnvRef, s: KitSettings) -> str:
+    """Every write tool called on every id in view."""
+    return _bounded(ref, s, _adversaries("shotgun_writes"))
+
+
+def failing_writes(ref: EnvRef, s: KitSettings) -> str:
+    """Ten write calls the tool rejects, then the oracle: failures are not free."""
+    return _bounded(ref, s, _adversaries("failing_writes"))
+
+
+def retyped_writes(ref: EnvRef, s: KitSettings) -> str:
+    """The oracle whose write arguments break the schema (integers as booleans, numbers as
+    strings, an argument the tool does not take): a call the tool rejects earns nothing."""
+    return _bounded(ref, s, _adversaries("retyped_bools", "retyped_strings", "extra_argument"))
+
+
+def early_transfer(ref: EnvRef, s: KitSettings) -> str:
+    """A transfer to a human with every id in view as the summary, at once or after a
+    question stuffed with the system prompt: a transfer is not a lookup."""
+    return _bounded(ref, s, _adversaries("early_transfer", "stuffed_then_transfer"))
+
+
+def wording_only(ref: EnvRef, s: KitSettings) -> str:
+    """The request's words alone may not tell the task's decision (`task.to_json()["decision"]`)
+    better than the majority class by more than MAX_GAIN of the test tasks."""
+    env = ref.make()
+    train, test = SPLITS["train"], SPLITS["test"]
+
+    def tasks(seeds: list[int]) -> list[tuple[str, str]]:
+        out = []
+        for seed in seeds:
+            obs, _ = env.reset(seed=seed)
+            decision = env.task.to_json().get("decision")
+            if decision is not None:
+                out.append((request_text(obs), canonical_json(decision)))
+        return out
+
+    fitted = tasks([train[i * 7919 % len(train)] for i in range(s.wording_seeds)])
+    scored = tasks([test[i] for i in range(s.wording_seeds)])
+    if not fitted or not scored:
+        return "no task has a decision to infer from the records"
+    result = wording_leak(fitted, scored)
+    if result.gain > MAX_GAIN:
+        _fail(f"the request's wording gives the decision away: {result.describe()}; allowed: at most "
+              f"{MAX_GAIN:+.2f} over the majority class")
+    return result.describe()
+
+
+def oracle_writes_accepted(ref: EnvRef, s: KitSettings) -> str:
+    """Every gold write is accepted by the world it was generated for: no write call of the
+    oracle gets an 'Error: ...' answer."""
+    env = ref.make()
+    writes = 0
+    for seed in _seeds(s.gold_seeds):
+        _, obs, _ = policies.play(env, seed, policies.oracle)
+        toolset = env.episode.toolset
+        results = {m["tool_call_id"]: m["content"] for m in obs if m["role"] == "tool"}
+        for m in obs:
+            for tc in m.get("tool_calls") or ():
+                tool = toolset.get(tc["function"]["name"])
+                if tool is None or tool.kind is not ToolKind.WRITE:
+                    continue
+                writes += 1
+                answer = results.get(tc["id"], "Error: no answer")
+                if answer.startswith("Error"):
+                    _fail(f"seed {seed}: the oracle's {tc['function']['name']} call was rejected ({answer[:160]}): "
+                          f"the gold write does not fit the world it was generated for")
+    return f"{writes} oracle writes over {s.gold_seeds} seeds, all accepted"
 
 
 _json = st.recursive(
@@ -319,6 +440,13 @@ PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "rewards_in_range": rewards_in_range,
     "verifier_soundness": verifier_soundness,
     "degenerate_policies": degenerate_policies,
+    "oracle_writes_accepted": oracle_writes_accepted,
+    "stuffed_replies": stuffed_replies,
+    "wording_only": wording_only,
+    "shotgun_writes": shotgun_writes,
+    "failing_writes": failing_writes,
+    "retyped_writes": retyped_writes,
+    "early_transfer": early_transfer,
     "malformed_actions": malformed_actions,
     "no_leak": no_leak,
     "tool_schemas": tool_schemas,

@@ -1,0 +1,418 @@
+"""Adversaries: the cheapest behaviours that could earn reward without the capability.
+
+GRPO finds whatever a verifier pays for, so the kit plays each of these on every env,
+shipped or synthesized, and bounds what they earn (`properties.py`). They touch an env
+only through what any agent sees or what the kit may read: `reset`, `step`,
+`oracle_action`, the observation's messages, `episode.toolset` (names, kinds, schemas) and
+`task.to_json()`; never a world, a task attribute or a verifier.
+
+Each adversary plays one episode on a seed and returns its reward, or None when it does
+not apply to that seed (the oracle with retyped arguments, on a seed whose writes hold no
+number, is the oracle itself):
+
+| adversary | what it does |
+|-----------|--------------|
+| `do_nothing` | replies "I cannot help with that." (the reference every bound is relative to) |
+| `stuffed_prompt` | replies with the whole system prompt, every turn |
+| `stuffed_values` | replies with every value seen: each JSON leaf of the conversation (numbers also as dollars), the ids and numbers the customer said, each value the tool schemas show (enums, quoted examples) |
+| `stuffed_numbers` | replies "0 free, 1 free, ...", every amount from $0 to $500 and a long digit string |
+| `lookup_then_stuffed` | asks the customer everything, reads every record in view with every read tool, then replies stuffed |
+| `shotgun_writes` | reads every record in view, then calls every write tool on every id in view, in one turn |
+| `failing_writes` | ten write calls the tool rejects, in one turn, then the oracle |
+| `retyped_bools`, `retyped_strings`, `extra_argument` | the oracle with the integers of its write arguments sent as booleans, its numbers as strings, or an argument the schema does not have (on seeds where that changes every write) |
+| `early_transfer` | `transfer_to_human_agents` at once, with every id in view as its summary (a reply saying so where there is no such tool) |
+| `stuffed_then_transfer` | a question stuffed with the system prompt, then the same transfer |
+| `unclosed_think` | the oracle with each turn that writes sent inside a `<think>` block that is never closed |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from trace_gym.actions import parse_action
+from trace_gym.env import TraceEnv
+from trace_gym.jsondata import dumps, loads
+from trace_gym.rng import Rng
+from trace_gym.schema import sample_value
+from trace_gym.tools import ToolKind
+
+DO_NOTHING = "I cannot help with that."
+TRANSFER = "transfer_to_human_agents"
+ASK = (" Before anything else, please tell me your user id, your email, your name and zip code, "
+       "and the id of the reservation or order this is about, and every detail of what you want?")
+
+_ID = re.compile(r"^#?[A-Za-z0-9_]*\d[A-Za-z0-9_]*$")
+_ID_IN_TEXT = re.compile(r"#?[A-Za-z0-9_]*\d[A-Za-z0-9_]*")
+_SKIP_TOOLS = frozenset({TRANSFER})
+
+Adversary = Callable[[TraceEnv, int], "float | None"]
+
+
+# -- what is in view -------------------------------------------------------------------
+
+def _json_leaves(value: Any, key: str | None, out: list[tuple[str | None, Any]]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if _is_id(k):  # records keyed by id (payment methods)
+                out.append((None, k))
+            _json_leaves(v, k, out)
+    elif isinstance(value, list):
+        for v in value:
+            _json_leaves(v, key, out)
+    else:
+        out.append((key, value))
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and 4 <= len(value) <= 40 and bool(_ID.match(value))
+
+
+def _message_leaves(m: dict[str, Any], out: list[tuple[str | None, Any]]) -> None:
+    if m["role"] == "tool":
+        try:
+            value = loads(m["content"])
+        except ValueError:
+            value = m["content"]
+        _json_leaves(value, None, out)
+    for tc in m.get("tool_calls") or ():
+        try:
+            _json_leaves(loads(tc["function"]["arguments"]), None, out)
+        except ValueError:
+            pass
+
+
+def leaves(messages: list[dict[str, Any]]) -> list[tuple[str | None, Any]]:
+    """(key, value) of every JSON leaf of the conversation after the system prompt: tool
+    results (a result that is not JSON is one string leaf) and call arguments, in order."""
+    out: list[tuple[str | None, Any]] = []
+    for m in messages[1:]:
+        _message_leaves(m, out)
+    return out
+
+
+def ids_in_view(messages: list[dict[str, Any]]) -> list[str]:
+    """Every id-like string of the conversation (a word with a digit, no space), from what
+    the customer said, the tool results and the calls, in order of appearance."""
+    seen: dict[str, None] = {}
+    for m in messages[1:]:
+        if m["role"] == "user" and m.get("content"):
+            for token in _ID_IN_TEXT.findall(m["content"]):
+                if _is_id(token.rstrip("_")):
+                    seen.setdefault(token.rstrip("_"), None)
+        else:
+            found: list[tuple[str | None, Any]] = []
+            _message_leaves(m, found)
+            for _, value in found:
+                if _is_id(value):
+                    seen.setdefault(value, None)
+    return list(seen)
+
+
+def _seen_by_key(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in leaves(messages):
+        if key is not None:
+            out.setdefault(key, value)
+    return out
+
+
+def stuffed_values(messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> str:
+    """Every value of every JSON type seen in the conversation (numbers also as dollars, and
+    the ids and numbers the customer said) and every value the tool schemas show."""
+    values: dict[str, None] = {}
+    for _, value in leaves(messages):
+        if isinstance(value, bool):
+            values.setdefault("true" if value else "false", None)
+        elif isinstance(value, (int, float)):
+            values.setdefault(str(value), None)
+            values.setdefault(f"${value}", None)
+        elif isinstance(value, str):
+            values.setdefault(value, None)
+    for m in messages[1:]:
+        if m["role"] == "user" and m.get("content"):
+            for token in _ID_IN_TEXT.findall(m["content"]):
+                values.setdefault(token, None)
+    for schema in schemas:
+        for value in schema_values(schema.get("function", {}).get("parameters", {})):
+            values.setdefault(str(value), None)
+    return "I cannot do that. Here is everything: " + ", ".join(values) + "."
+
+
+_QUOTED = re.compile(r"'([^']+)'")
+
+
+def schema_values(schema: Any) -> list[Any]:
+    """The values a schema shows: its enums, and the quoted examples of its descriptions
+    ("Why: 'no longer needed' or 'ordered by mistake'.")."""
+    out: list[Any] = []
+    if isinstance(schema, dict):
+        out += [v for v in schema.get("enum", ()) if v is not None]
+        if isinstance(schema.get("description"), str):
+            out += _QUOTED.findall(schema["description"])
+        for v in schema.values():
+            out += schema_values(v)
+    elif isinstance(schema, list):
+        for v in schema:
+            out += schema_values(v)
+    return out
+
+
+STUFFED_NUMBERS = ("I cannot do that. " + ", ".join(f"{k} free" for k in range(32)) + ". "
+                   + " ".join(f"${k}" for k in range(501)) + ". " + "0123456789" * 30)
+
+
+# -- playing -----------------------------------------------------------------------------
+
+def _system(messages: list[dict[str, Any]]) -> str:
+    return messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+
+
+def _tools(env: TraceEnv, kind: ToolKind) -> list[Any]:
+    return [t for t in env.episode.toolset.values() if t.kind is kind and t.name not in _SKIP_TOOLS]
+
+
+def _message(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """One assistant turn that makes every call."""
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": dumps(c["arguments"])}}
+        for i, c in enumerate(calls)]}
+
+
+def _fill(tool: Any, target: str, seen: dict[str, Any], rng: Rng) -> dict[str, Any]:
+    """Arguments for `tool` aimed at the record `target`: the first id parameter gets it,
+    the others what the conversation showed under their name, or a schema sample."""
+    params = tool.parameters
+    props = params.get("properties", {})
+    out: dict[str, Any] = {}
+    aimed = False
+    for name in params.get("required", list(props)):
+        schema = props.get(name, {})
+        kind = schema.get("type")
+        if kind == "string" and name.endswith("id") and "enum" not in schema:
+            out[name] = target if not aimed else seen.get(name, target)
+            aimed = True
+        elif kind == "array" and name.endswith("ids"):
+            out[name] = [target] if not aimed else [seen.get(name[:-1], target)]
+            aimed = True
+        elif name in seen and not isinstance(seen[name], (dict, list)):
+            out[name] = seen[name]
+        elif kind in ("string", None) and schema_values(schema):
+            out[name] = schema_values(schema)[0]
+        else:
+            out[name] = sample_value(schema, rng, params)
+    return out
+
+
+def _reads(env: TraceEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
+    seen = _seen_by_key(messages)
+    return [{"name": t.name, "arguments": _fill(t, i, seen, rng)}
+            for t in _tools(env, ToolKind.READ) for i in ids_in_view(messages)
+            if any(n.endswith("id") for n in t.parameters.get("required", ()))]
+
+
+def _writes(env: TraceEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
+    seen = _seen_by_key(messages)
+    return [{"name": t.name, "arguments": _fill(t, i, seen, rng)}
+            for t in _tools(env, ToolKind.WRITE) for i in ids_in_view(messages)]
+
+
+def play_script(env: TraceEnv, seed: int, script: Callable[[TraceEnv, list, int], Any]) -> float:
+    """One episode where `script(env, obs, turn)` gives each action."""
+    obs, _ = env.reset(seed=seed)
+    turn, reward, done = 0, 0.0, False
+    while not done:
+        obs, reward, terminated, truncated, _ = env.step(script(env, obs, turn))
+        done, turn = terminated or truncated, turn + 1
+    return float(reward)
+
+
+def _replying(text_of: Callable[[list], str]) -> Adversary:
+    return lambda env, seed: play_script(env, seed, lambda e, obs, turn: text_of(obs))
+
+
+def do_nothing(env: TraceEnv, seed: int) -> float:
+    return play_script(env, seed, lambda e, obs, turn: DO_NOTHING)
+
+
+def _staged(stages: list[Callable[[TraceEnv, list, Rng], Any]]) -> Adversary:
+    """An adversary that plays `stages` in order (a stage returning None is skipped), then
+    repeats the last one."""
+    def adversary(env: TraceEnv, seed: int) -> float:
+        rng = Rng.from_seed(seed)
+        position = [0]
+
+        def script(e: TraceEnv, obs: list, turn: int) -> Any:
+            while position[0] < len(stages) - 1:
+                action = stages[position[0]](e, obs, rng)
+                position[0] += 1
+                if action is not None:
+                    return action
+            return stages[-1](e, obs, rng)
+        return play_script(env, seed, script)
+    return adversary
+
+
+def _ask(env: TraceEnv, obs: list, rng: Rng) -> Any:
+    """A question stuffed with the system prompt, when nothing is in view yet to act on."""
+    return None if ids_in_view(obs) else _system(obs) + ASK
+
+
+def _read_all(env: TraceEnv, obs: list, rng: Rng) -> Any:
+    calls = _reads(env, obs, rng)
+    return _message(calls) if calls else None
+
+
+def _write_all(env: TraceEnv, obs: list, rng: Rng) -> Any:
+    calls = _writes(env, obs, rng)
+    return _message(calls) if calls else None
+
+
+def _stuffed_reply(env: TraceEnv, obs: list, rng: Rng) -> Any:
+    return f"{stuffed_values(obs, env.episode.toolset.schemas)} {_system(obs)}"
+
+
+lookup_then_stuffed = _staged([_ask, _read_all, _read_all, _stuffed_reply])
+shotgun_writes = _staged([_ask, _read_all, _write_all, lambda e, o, r: "Done: everything is taken care of."])
+
+
+def _transfer(env: TraceEnv, obs: list, rng: Rng) -> Any:
+    if TRANSFER not in env.episode.toolset:
+        return "I'm transferring you to a human agent."
+    return {"name": TRANSFER, "arguments": {"summary": " ".join(ids_in_view(obs)) or "help"}}
+
+
+early_transfer = _staged([_transfer, lambda e, obs, r: DO_NOTHING])
+"""Transfers at once (a reply saying so where there is no transfer tool), with every id in
+view as the summary."""
+
+stuffed_then_transfer = _staged([lambda e, obs, r: _system(obs) + ASK, _transfer, lambda e, obs, r: DO_NOTHING])
+"""A question stuffed with the system prompt (rule words said, the customer's answers in
+view), then the transfer with every id in view as the summary."""
+
+
+# -- the oracle, with changes ------------------------------------------------------------
+
+def _calls_of(action: Any) -> tuple[str | None, list[dict[str, Any]]]:
+    """(reply text, calls) of any action the oracle may return."""
+    parsed = parse_action(action)
+    return parsed.content, [{"name": c.name, "arguments": c.arguments} for c in parsed.calls if c.valid]
+
+
+def play_oracle(env: TraceEnv, seed: int, before: Any = None,
+                change: Callable[[TraceEnv, str | None, list[dict[str, Any]]], Any] | None = None) -> tuple[float, bool]:
+    """The oracle, with `before` sent first and `change(env, reply, calls)` rewriting each
+    of its turns (None: unchanged). The oracle sees the conversation without the turns it
+    did not choose, so it acts as if they had not happened. Returns (reward, whether
+    `change` changed anything)."""
+    obs, _ = env.reset(seed=seed)
+    hidden: list[range] = []
+    changed = False
+    reward, done = 0.0, False
+    if before is not None:
+        start = len(obs)
+        obs, reward, terminated, truncated, _ = env.step(before)
+        hidden.append(range(start, len(obs)))
+        done = terminated or truncated
+    while not done:
+        view = [m for i, m in enumerate(obs) if not any(i in r for r in hidden)]
+        action = env.oracle_action(view)
+        if change is not None:
+            reply, calls = _calls_of(action)
+            new = change(env, reply, calls)
+            if new is not None:
+                action, changed = new, True
+        obs, reward, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+    return float(reward), changed
+
+
+def failing_writes(env: TraceEnv, seed: int) -> float | None:
+    env.reset(seed=seed)
+    writes = _tools(env, ToolKind.WRITE)
+    if not writes:
+        return None
+    rejected = [{"name": writes[i % len(writes)].name, "arguments": {"_": None}} for i in range(10)]
+    return play_oracle(env, seed, before=_message(rejected))[0]
+
+
+def _retype(value: Any, how: Callable[[Any], Any]) -> Any:
+    if isinstance(value, dict):
+        return {k: _retype(v, how) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retype(v, how) for v in value]
+    return how(value)
+
+
+def _number_to_bool(v: Any) -> Any:
+    return v != 0 if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def _number_to_string(v: Any) -> Any:
+    return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+def _write_changer(edit: Callable[[dict[str, Any]], dict[str, Any]]) -> Adversary:
+    """The oracle with `edit` applied to the arguments of each of its write calls. It applies
+    to a seed when the edit changed every write the oracle made (else some writes are the
+    oracle's own, and earn what the oracle earns): None on other seeds."""
+    def adversary(env: TraceEnv, seed: int) -> float | None:
+        writes = unchanged = 0
+
+        def change(env: TraceEnv, reply: str | None, calls: list[dict[str, Any]]) -> Any:
+            nonlocal writes, unchanged
+            toolset = env.episode.toolset
+            out, changed = [], False
+            for c in calls:
+                tool = toolset.get(c["name"])
+                arguments = c["arguments"]
+                if tool is not None and tool.kind is ToolKind.WRITE:
+                    arguments = edit(arguments)
+                    writes += 1
+                    if dumps(arguments) == dumps(c["arguments"]):
+                        unchanged += 1
+                    else:
+                        changed = True
+                out.append({"name": c["name"], "arguments": arguments})
+            return _message(out) if changed else None
+
+        reward, _ = play_oracle(env, seed, change=change)
+        return reward if writes and not unchanged else None
+    return adversary
+
+
+retyped_bools = _write_changer(lambda a: _retype(a, _number_to_bool))
+retyped_strings = _write_changer(lambda a: _retype(a, _number_to_string))
+extra_argument = _write_changer(lambda a: {**a, "note": "as confirmed"})
+
+
+def unclosed_think(env: TraceEnv, seed: int) -> float | None:
+    """The oracle, with each turn that writes sent as text whose calls sit in a `<think>`
+    that is never closed; None on seeds where the oracle writes nothing."""
+    def change(env: TraceEnv, reply: str | None, calls: list[dict[str, Any]]) -> Any:
+        toolset = env.episode.toolset
+        if not any(c["name"] in toolset and toolset[c["name"]].kind is ToolKind.WRITE for c in calls):
+            return None
+        return "<think>The customer confirmed, so " + "".join(
+            f"<tool_call>{dumps(c)}</tool_call>" for c in calls)
+    reward, changed = play_oracle(env, seed, change=change)
+    return reward if changed else None
+
+
+ADVERSARIES: dict[str, Adversary] = {
+    "stuffed_prompt": _replying(_system),
+    "stuffed_values": lambda env, seed: play_script(
+        env, seed, lambda e, obs, turn: stuffed_values(obs, e.episode.toolset.schemas)),
+    "stuffed_numbers": _replying(lambda obs: STUFFED_NUMBERS),
+    "lookup_then_stuffed": lookup_then_stuffed,
+    "shotgun_writes": shotgun_writes,
+    "failing_writes": failing_writes,
+    "retyped_bools": retyped_bools,
+    "retyped_strings": retyped_strings,
+    "extra_argument": extra_argument,
+    "early_transfer": early_transfer,
+    "stuffed_then_transfer": stuffed_then_transfer,
+    "unclosed_think": unclosed_think,
+}
+"""Every adversary by name (`do_nothing`, the reference, apart)."""
