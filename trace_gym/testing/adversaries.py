@@ -19,8 +19,9 @@ number, is the oracle itself):
 | `lookup_then_stuffed` | asks the customer everything, reads every record in view with every read tool, then replies stuffed |
 | `shotgun_writes` | reads every record in view, then calls every write tool on every id in view, in one turn |
 | `failing_writes` | ten write calls the tool rejects, in one turn, then the oracle |
+| `attempt_forbidden_then_oracle` | the oracle, trying each forbidden request's write (which the tool may reject) right before refusing it; for tasks that list their forbidden writes (`task.to_json()["requests"][i]["forbids"]`) |
 | `retyped_bools`, `retyped_strings`, `extra_argument` | the oracle with the integers of its write arguments sent as booleans, its numbers as strings, or an argument the schema does not have (on seeds where that changes every write) |
-| `early_transfer` | `transfer_to_human_agents` at once, with every id in view as its summary (a reply saying so where there is no such tool) |
+| `early_transfer` | `transfer_to_human_agents` at once, once for each id in view with that id as its summary (a reply saying so where there is no such tool) |
 | `stuffed_then_transfer` | a question stuffed with the system prompt, then the same transfer |
 | `unclosed_think` | the oracle with each turn that writes sent inside a `<think>` block that is never closed |
 """
@@ -110,7 +111,8 @@ def ids_in_view(messages: list[dict[str, Any]]) -> list[str]:
     return list(seen)
 
 
-def _seen_by_key(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def seen_by_key(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Key -> the first scalar value seen under it in the conversation's JSON."""
     out: dict[str, Any] = {}
     for key, value in leaves(messages):
         if key is not None:
@@ -180,7 +182,7 @@ def _message(calls: list[dict[str, Any]]) -> dict[str, Any]:
         for i, c in enumerate(calls)]}
 
 
-def _fill(tool: Any, target: str, seen: dict[str, Any], rng: Rng) -> dict[str, Any]:
+def fill_arguments(tool: Any, target: str, seen: dict[str, Any], rng: Rng) -> dict[str, Any]:
     """Arguments for `tool` aimed at the record `target`: the first id parameter gets it,
     the others what the conversation showed under their name, or a schema sample."""
     params = tool.parameters
@@ -206,15 +208,15 @@ def _fill(tool: Any, target: str, seen: dict[str, Any], rng: Rng) -> dict[str, A
 
 
 def _reads(env: TraceEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
-    seen = _seen_by_key(messages)
-    return [{"name": t.name, "arguments": _fill(t, i, seen, rng)}
+    seen = seen_by_key(messages)
+    return [{"name": t.name, "arguments": fill_arguments(t, i, seen, rng)}
             for t in _tools(env, ToolKind.READ) for i in ids_in_view(messages)
             if any(n.endswith("id") for n in t.parameters.get("required", ()))]
 
 
 def _writes(env: TraceEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
-    seen = _seen_by_key(messages)
-    return [{"name": t.name, "arguments": _fill(t, i, seen, rng)}
+    seen = seen_by_key(messages)
+    return [{"name": t.name, "arguments": fill_arguments(t, i, seen, rng)}
             for t in _tools(env, ToolKind.WRITE) for i in ids_in_view(messages)]
 
 
@@ -278,18 +280,19 @@ shotgun_writes = _staged([_ask, _read_all, _write_all, lambda e, o, r: "Done: ev
 
 
 def _transfer(env: TraceEnv, obs: list, rng: Rng) -> Any:
+    """One turn of transfers, one per id in view with that id as its summary (a verifier
+    that takes any call naming a record for a lookup of it takes one of these)."""
     if TRANSFER not in env.episode.toolset:
         return "I'm transferring you to a human agent."
-    return {"name": TRANSFER, "arguments": {"summary": " ".join(ids_in_view(obs)) or "help"}}
+    return _message([{"name": TRANSFER, "arguments": {"summary": i}} for i in ids_in_view(obs) or ["help"]])
 
 
 early_transfer = _staged([_transfer, lambda e, obs, r: DO_NOTHING])
-"""Transfers at once (a reply saying so where there is no transfer tool), with every id in
-view as the summary."""
+"""Transfers at once (a reply saying so where there is no transfer tool)."""
 
 stuffed_then_transfer = _staged([lambda e, obs, r: _system(obs) + ASK, _transfer, lambda e, obs, r: DO_NOTHING])
 """A question stuffed with the system prompt (rule words said, the customer's answers in
-view), then the transfer with every id in view as the summary."""
+view), then the transfers."""
 
 
 # -- the oracle, with changes ------------------------------------------------------------
@@ -400,6 +403,43 @@ def unclosed_think(env: TraceEnv, seed: int) -> float | None:
     return reward if changed else None
 
 
+def attempt_forbidden_then_oracle(env: TraceEnv, seed: int) -> float | None:
+    """The oracle, except that right before it refuses a forbidden request it tries the write
+    that request forbids (on the request's record, other arguments filled from the
+    conversation), which the tool may well reject. It reads the forbidden writes from
+    `task.to_json()["requests"][i]["forbids"]` (the target envs' shape: the write's name and
+    the arguments that make it this request's, with its `subject` and `rule`); None on seeds
+    with no such request."""
+    env.reset(seed=seed)
+    task = env.task.to_json()
+    forbidden = [r for r in task.get("requests", []) if r.get("forbids")]
+    if not forbidden:
+        return None
+    rng = Rng.from_seed(seed)
+    obs, _ = env.reset(seed=seed)
+    hidden: list[range] = []
+    reward, done = 0.0, False
+    while not done:
+        view = [m for i, m in enumerate(obs) if not any(i in r for r in hidden)]
+        action = env.oracle_action(view)
+        if isinstance(action, str):
+            request = next((r for r in forbidden if any(t.lower() in action.lower() for t in r["rule"])), None)
+            if request is not None:
+                forbidden.remove(request)
+                pattern = request["forbids"][0]
+                tool = env.episode.toolset[pattern["name"]]
+                arguments = {**fill_arguments(tool, request["subject"], seen_by_key(obs), rng),
+                             **pattern["arguments"]}
+                start = len(obs)
+                obs, reward, terminated, truncated, _ = env.step({"name": pattern["name"], "arguments": arguments})
+                hidden.append(range(start, len(obs)))
+                if terminated or truncated:
+                    break
+        obs, reward, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+    return float(reward)
+
+
 ADVERSARIES: dict[str, Adversary] = {
     "stuffed_prompt": _replying(_system),
     "stuffed_values": lambda env, seed: play_script(
@@ -408,6 +448,7 @@ ADVERSARIES: dict[str, Adversary] = {
     "lookup_then_stuffed": lookup_then_stuffed,
     "shotgun_writes": shotgun_writes,
     "failing_writes": failing_writes,
+    "attempt_forbidden_then_oracle": attempt_forbidden_then_oracle,
     "retyped_bools": retyped_bools,
     "retyped_strings": retyped_strings,
     "extra_argument": extra_argument,

@@ -224,8 +224,9 @@ def shotgun_writes(ref: EnvRef, s: KitSettings) -> str:
 
 
 def failing_writes(ref: EnvRef, s: KitSettings) -> str:
-    """Ten write calls the tool rejects, then the oracle: failures are not free."""
-    return _bounded(ref, s, _adversaries("failing_writes"))
+    """Writes the tool rejects are not free: ten of them before the oracle, or a forbidden
+    request's write tried before the oracle refuses it."""
+    return _bounded(ref, s, _adversaries("failing_writes", "attempt_forbidden_then_oracle"))
 
 
 def retyped_writes(ref: EnvRef, s: KitSettings) -> str:
