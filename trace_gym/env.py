@@ -268,8 +268,11 @@ class TraceEnv(gym.Env[list, Any]):
 
     @classmethod
     def code_files(cls) -> list[Path]:
-        """The source files whose content decides this env's tasks and rewards."""
-        return [Path(inspect.getfile(cls)), Path(__file__)]
+        """The source files whose content decides this env's tasks and rewards: the env's
+        module, this loop, the action parser (what runs), the verdict and what counts as
+        stating a value."""
+        return [Path(inspect.getfile(cls)), Path(__file__), _PACKAGE_DIR / "actions.py",
+                _PACKAGE_DIR / "verdict.py", _PACKAGE_DIR / "statements.py"]
 
     @classmethod
     def code_sha256(cls) -> str:

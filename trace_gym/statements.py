@@ -22,7 +22,7 @@ the rules that do not apply (`names_rule`); terms match case-insensitively, comm
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 FLIGHT_STATUSES = ("available", "on time", "delayed", "flying", "landed", "cancelled")
 
@@ -53,19 +53,23 @@ def _token_pattern(value: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9_]){shape}(?![a-z0-9_])")
 
 
+def _values(text: str, kind: str, value: str) -> Iterator[str]:
+    text = normalise(text)
+    if kind == "amount":
+        return (str(_cents(m.group(1) or m.group(2) or m.group(3))) for m in _AMOUNT.finditer(text))
+    if kind == "flight_status":
+        return ("cancelled" if m.group(1) == "canceled" else m.group(1) for m in _STATUS.finditer(text))
+    if kind == "free_bags":
+        return (str(int(m.group(1))) for m in _FREE.finditer(text))
+    if kind == "token":
+        return (m.group(0) for m in _token_pattern(value).finditer(text))
+    raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
+
+
 def values_stated(text: str, kind: str, value: str) -> list[str]:
     """The values of `kind` that `text` states, normalised to compare with `value`'s
     normalised form (`value` gives a token its shape)."""
-    text = normalise(text)
-    if kind == "amount":
-        return [str(_cents(next(g for g in m.groups() if g))) for m in _AMOUNT.finditer(text)]
-    if kind == "flight_status":
-        return ["cancelled" if m.group(1) == "canceled" else m.group(1) for m in _STATUS.finditer(text)]
-    if kind == "free_bags":
-        return [str(int(m.group(1))) for m in _FREE.finditer(text)]
-    if kind == "token":
-        return _token_pattern(value).findall(text)
-    raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
+    return list(_values(text, kind, value))
 
 
 def _normal_value(kind: str, value: str) -> str:
@@ -78,9 +82,14 @@ def _normal_value(kind: str, value: str) -> str:
 
 
 def states(text: str, kind: str, value: str) -> bool:
-    """Whether `text` states `value` and no other value of the same kind."""
-    found = values_stated(text, kind, value)
-    return bool(found) and all(v == _normal_value(kind, value) for v in found)
+    """Whether `text` states `value` and no other value of the same kind (it stops at the
+    first other value: a stuffed message is long)."""
+    wanted, found = _normal_value(kind, value), False
+    for v in _values(text, kind, value):
+        if v != wanted:
+            return False
+        found = True
+    return found
 
 
 def stated(texts: Iterable[str], kind: str, value: str) -> bool:

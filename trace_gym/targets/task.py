@@ -3,10 +3,11 @@ scripted user knows, the gold writes, what must be said, and the oracle's turns.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trace_gym import capabilities as cap
+from trace_gym.jsondata import copy_json
 
 # An oracle turn: {"say": text} or {"call": {"name": ..., "arguments": {...}}}.
 Step = dict[str, Any]
@@ -60,6 +61,9 @@ class Request:
     @property
     def forbidden(self) -> bool:
         return bool(self.rule)
+
+
+_REQUEST_FIELDS = fields(Request)  # `asdict`, without its generic walk (several times the cost)
 
 
 @dataclass
@@ -136,5 +140,5 @@ class TargetTask:
             "persona": self.persona,
             "capabilities_needed": self.capabilities_needed,
             "intro": self.intro,
-            "requests": [asdict(r) for r in self.requests],
+            "requests": [{f.name: copy_json(getattr(r, f.name)) for f in _REQUEST_FIELDS} for r in self.requests],
         }

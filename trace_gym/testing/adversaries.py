@@ -120,9 +120,19 @@ def seen_by_key(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def stuffed_values(messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> str:
+def shown_by_schemas(schemas: list[dict[str, Any]]) -> list[str]:
+    """Every value the tool schemas show (see `schema_values`), each once."""
+    values: dict[str, None] = {}
+    for schema in schemas:
+        for value in schema_values(schema.get("function", {}).get("parameters", {})):
+            values.setdefault(str(value), None)
+    return list(values)
+
+
+def stuffed_values(messages: list[dict[str, Any]], shown: list[str]) -> str:
     """Every value of every JSON type seen in the conversation (numbers also as dollars, and
-    the ids and numbers the customer said) and every value the tool schemas show."""
+    the ids and numbers the customer said) and every value the tool schemas show (`shown`,
+    from `shown_by_schemas`)."""
     values: dict[str, None] = {}
     for _, value in leaves(messages):
         if isinstance(value, bool):
@@ -136,9 +146,8 @@ def stuffed_values(messages: list[dict[str, Any]], schemas: list[dict[str, Any]]
         if m["role"] == "user" and m.get("content"):
             for token in _ID_IN_TEXT.findall(m["content"]):
                 values.setdefault(token, None)
-    for schema in schemas:
-        for value in schema_values(schema.get("function", {}).get("parameters", {})):
-            values.setdefault(str(value), None)
+    for value in shown:
+        values.setdefault(value, None)
     return "I cannot do that. Here is everything: " + ", ".join(values) + "."
 
 
@@ -271,11 +280,26 @@ def _write_all(env: TraceEnv, obs: list, rng: Rng) -> Any:
     return _message(calls) if calls else None
 
 
-def _stuffed_reply(env: TraceEnv, obs: list, rng: Rng) -> Any:
-    return f"{stuffed_values(obs, env.episode.toolset.schemas)} {_system(obs)}"
+def _stuffer(with_prompt: bool) -> Callable[[TraceEnv, list, Rng], str]:
+    """A stage that replies with every value in view (and the system prompt); what the
+    schemas show is read once per episode."""
+    shown: list[list[str]] = []
+
+    def reply(env: TraceEnv, obs: list, rng: Rng) -> str:
+        if not shown:
+            shown.append(shown_by_schemas(env.episode.toolset.schemas))
+        text = stuffed_values(obs, shown[0])
+        return f"{text} {_system(obs)}" if with_prompt else text
+    return reply
 
 
-lookup_then_stuffed = _staged([_ask, _read_all, _read_all, _stuffed_reply])
+def lookup_then_stuffed(env: TraceEnv, seed: int) -> float:
+    return _staged([_ask, _read_all, _read_all, _stuffer(with_prompt=True)])(env, seed)
+
+
+def stuffed_values_reply(env: TraceEnv, seed: int) -> float:
+    stuff = _stuffer(with_prompt=False)
+    return play_script(env, seed, lambda e, obs, turn: stuff(e, obs, Rng.from_seed(0)))
 shotgun_writes = _staged([_ask, _read_all, _write_all, lambda e, o, r: "Done: everything is taken care of."])
 
 
@@ -442,8 +466,7 @@ def attempt_forbidden_then_oracle(env: TraceEnv, seed: int) -> float | None:
 
 ADVERSARIES: dict[str, Adversary] = {
     "stuffed_prompt": _replying(_system),
-    "stuffed_values": lambda env, seed: play_script(
-        env, seed, lambda e, obs, turn: stuffed_values(obs, e.episode.toolset.schemas)),
+    "stuffed_values": stuffed_values_reply,
     "stuffed_numbers": _replying(lambda obs: STUFFED_NUMBERS),
     "lookup_then_stuffed": lookup_then_stuffed,
     "shotgun_writes": shotgun_writes,

@@ -4,6 +4,7 @@ kit's settings that returns a detail string, or raises PropertyFailed saying wha
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import subprocess
@@ -176,7 +177,7 @@ def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversa
     1.0 on no seed where doing nothing scores less (where the oracle's behaviour was needed)."""
     env = ref.make()
     seeds = _seeds(s.adversary_seeds)
-    reference = {seed: adversaries.do_nothing(env, seed) for seed in seeds}
+    reference = dict(zip(seeds, _do_nothing(ref.to_json(), tuple(seeds))))
     parts = []
     for name, play in players.items():
         rewards = {}
@@ -200,6 +201,14 @@ def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversa
         parts.append(f"{name} {mean:.3f} ({len(rewards)} seeds)")
     do_nothing = sum(reference.values()) / len(reference)
     return f"doing nothing {do_nothing:.3f}; " + ", ".join(parts)
+
+
+@functools.lru_cache(maxsize=8)
+def _do_nothing(ref_json: str, seeds: tuple[int, ...]) -> tuple[float, ...]:
+    """The do-nothing reply's rewards, played once per env and seeds for the several
+    properties that compare with it (a pure function of its arguments: a memo)."""
+    env = EnvRef.from_json(ref_json).make()
+    return tuple(adversaries.do_nothing(env, seed) for seed in seeds)
 
 
 def _adversaries(*names: str) -> dict[str, adversaries.Adversary]:
