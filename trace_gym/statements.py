@@ -54,7 +54,7 @@ def _token_pattern(value: str) -> re.Pattern[str]:
 
 
 def _values(text: str, kind: str, value: str) -> Iterator[str]:
-    text = normalise(text)
+    """The values of `kind` in `text`, already normalised."""
     if kind == "amount":
         return (str(_cents(m.group(1) or m.group(2) or m.group(3))) for m in _AMOUNT.finditer(text))
     if kind == "flight_status":
@@ -69,7 +69,7 @@ def _values(text: str, kind: str, value: str) -> Iterator[str]:
 def values_stated(text: str, kind: str, value: str) -> list[str]:
     """The values of `kind` that `text` states, normalised to compare with `value`'s
     normalised form (`value` gives a token its shape)."""
-    return list(_values(text, kind, value))
+    return list(_values(normalise(text), kind, value))
 
 
 def _normal_value(kind: str, value: str) -> str:
@@ -81,9 +81,27 @@ def _normal_value(kind: str, value: str) -> str:
     return value
 
 
+def _clue(kind: str, value: str) -> str:
+    """A piece of text every statement of `value` contains (most messages lack it, and
+    checking for it is far cheaper than reading their values)."""
+    if kind == "amount":
+        return normalise(value).partition(".")[0]
+    if kind == "flight_status" and value == "cancelled":
+        return "cancel"
+    return normalise(value)
+
+
 def states(text: str, kind: str, value: str) -> bool:
     """Whether `text` states `value` and no other value of the same kind (it stops at the
     first other value: a stuffed message is long)."""
+    return _states(normalise(text), kind, value)
+
+
+def _states(text: str, kind: str, value: str) -> bool:
+    if kind not in KINDS:
+        raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
+    if _clue(kind, value) not in text:
+        return False
     wanted, found = _normal_value(kind, value), False
     for v in _values(text, kind, value):
         if v != wanted:
@@ -94,7 +112,7 @@ def states(text: str, kind: str, value: str) -> bool:
 
 def stated(texts: Iterable[str], kind: str, value: str) -> bool:
     """Whether some message of `texts` states `value` (see `states`)."""
-    return any(states(text, kind, value) for text in texts)
+    return any(_states(normalise(text), kind, value) for text in texts)
 
 
 def _words(text: str) -> str:
