@@ -21,17 +21,26 @@ CONTRACT = """\
   knobs, each validated.
 - A task dataclass with `domain`, `kind`, `prefill` (the pre-filled conversation),
   `hidden` (values the agent must find, never stated in system or user messages),
-  `max_steps`, `capabilities_needed`, `instructions` and `to_json()`.
+  `max_steps`, `capabilities_needed`, `instructions` and `to_json()`. Where the agent must
+  infer a categorical outcome from the records (allowed or forbidden, ...), `to_json()`
+  carries it as `decision`, and the request's wording is drawn the same way whatever it is.
 - `generate(rng, config) -> (task, world)`: every random choice from `rng` (a
   `trace_gym.rng.Rng` derived from the episode seed); build worlds with
   `trace_gym.worlds.airline.AirlineBuilder` / `trace_gym.worlds.retail.RetailBuilder`.
 - `verify(task, initial_world, final_world, messages) -> Verdict`: a pure, programmatic
-  check (world state, exact tool names and arguments), score in [0, 1], with multi-level
-  credit so a group of attempts on one seed gets different rewards.
+  check (world state, exact tool names and arguments compared by JSON's types), score in
+  [0, 1], with multi-level credit so a group of attempts on one seed gets different rewards.
+  Reward only the behaviour: a write the tool rejects earns nothing and excuses nothing
+  (count attempts, not only writes that went through); extra or failed writes cost; a
+  required statement or refusal passes only when the reply says the right value or rule and
+  no other of its kind (`trace_gym.statements`).
 - `oracle(task, messages) -> action`: acts from the conversation and reaches reward 1.0.
 - The episode ends at the agent's first reply without a tool call.
-- Degenerate policies (random, always refusing, always calling the first write tool with
-  made-up arguments) must score at most 0.65 on average and 0.35 below the oracle."""
+- Degenerate policies and adversaries (random calls, always refusing, the system prompt or
+  every value in view as the reply, every write tool on every id in view, ten rejected
+  writes before the oracle, the oracle with retyped or extra arguments, an early transfer)
+  must average at most 0.35 and at most the reply "I cannot help with that." plus 0.05, and
+  never score 1.0 where that reply scores less."""
 
 
 def audit_rules() -> str:
@@ -43,8 +52,10 @@ def audit_rules() -> str:
         "`global`, no numpy module-level random functions, no unseeded generators, no clocks.\n"
         "- Dynamic checks, in a sandbox with CPU, memory and time limits and no network: "
         "check_env, determinism (also across processes with different PYTHONHASHSEED), the oracle "
-        "scores 1.0, any change to an oracle write argument scores below 1, degenerate policies "
-        "score low, malformed actions never raise, `hidden` values never appear in system or user "
+        "scores 1.0 and every oracle write is accepted by the world, any change to an oracle write "
+        "argument scores below 1, degenerate policies and adversaries score low, the request's "
+        "wording does not predict the task's `decision` (a bag-of-words classifier may not beat "
+        "the majority class by more than 0.05), malformed actions never raise, `hidden` values never appear in system or user "
         "messages, tool schemas are the target's, tasks differ across seeds, train and test seeds "
         "give different tasks."
     )
