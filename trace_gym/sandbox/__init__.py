@@ -1,0 +1,25 @@
+"""Generated env code runs here, never in a trusted process.
+
+An env worker (`trace_gym.sandbox.worker`) loads a module and hosts env instances inside a
+bubblewrap sandbox (or, where bubblewrap cannot run, the fallback isolation; see
+`trace_gym.sandbox.isolation`). `RemoteEnv` is the Gymnasium env that drives one instance
+over a pipe, and `WorkerPool` spreads many instances over a few workers. The property kit,
+rollouts, calibration and training use generated envs only through `RemoteEnv`; the
+registry makes one for every env whose manifest entry is not `origin: shipped`.
+"""
+
+from trace_gym.sandbox.isolation import Isolation, IsolationUnavailable, Limits, bubblewrap_status, resolve
+from trace_gym.sandbox.pool import (
+    EnvWorkerError,
+    RemoteEnvError,
+    WorkerLost,
+    WorkerPool,
+    WorkerTimeout,
+    default_pool,
+)
+from trace_gym.sandbox.proxy import EnvSource, RemoteEnv
+
+__all__ = [
+    "EnvSource", "RemoteEnv", "WorkerPool", "default_pool", "Limits", "Isolation", "IsolationUnavailable",
+    "EnvWorkerError", "RemoteEnvError", "WorkerLost", "WorkerTimeout", "bubblewrap_status", "resolve",
+]

@@ -1,0 +1,335 @@
+"""The client side of env workers: one `Worker` per process, and a `WorkerPool` that
+spreads env instances over a few of them (a training batch of G x K envs shares a handful
+of processes, not G x K).
+
+Every request has a wall-clock bound (`Limits.request_seconds`, and the pool's whole
+budget when it has one); a worker that overruns it, dies, or answers something that is not
+the protocol is killed and marked lost with the reason in words. The pool starts a fresh
+worker for the next env that needs one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from trace_gym.errors import EpisodeError, InvalidConfig, TraceGymError
+from trace_gym.jsondata import loads
+from trace_gym.sandbox.isolation import Isolation, Limits, apply_limits, env_mode, resolve, worker_command
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+MAX_ANSWER_BYTES = 64 * 2**20
+"""The longest answer line a worker may send."""
+_STDERR_TAIL = 8192
+
+
+class EnvWorkerError(TraceGymError):
+    """Something went wrong on the worker side of an env proxy."""
+
+
+class WorkerLost(EnvWorkerError):
+    """The worker process is gone (killed, crashed, out of memory, over a limit, or broke
+    the protocol); `reason` says which, in words that complete "the worker ..."."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the env worker {reason}")
+
+
+class WorkerTimeout(WorkerLost):
+    """A request took longer than its wall-clock bound; the worker was killed."""
+
+
+class RemoteEnvError(EnvWorkerError):
+    """The env raised an exception in the worker (`type_name`, `message`)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        self.type_name, self.message = type_name, message
+        super().__init__(f"{type_name}: {message}")
+
+
+# trace_gym's own errors keep their class across the boundary (a caller catches
+# InvalidConfig from a bad reset option whichever side raised it).
+_KNOWN_ERRORS = {"InvalidConfig": InvalidConfig, "EpisodeError": EpisodeError}
+
+
+class Worker:
+    """One worker process and the pipe to it. Thread-safe: requests are serialised."""
+
+    def __init__(self, isolation: Isolation, limits: Limits, readable: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None, deadline: float | None = None) -> None:
+        self.isolation, self.limits, self.deadline = isolation, limits, deadline
+        self.readable = set(readable)
+        self.lock = threading.Lock()
+        self.instances = 0
+        self.lost: str | None = None
+        self._buffer = bytearray()
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        command = worker_command(isolation, tuple(sorted(self.readable)), env)
+        self._cleanup = command.cleanup
+        self.proc = subprocess.Popen(command.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=command.env, cwd=command.cwd,
+                                     preexec_fn=lambda: apply_limits(limits), close_fds=True)
+        self._out = self.proc.stdout.fileno()
+        self._in = self.proc.stdin.fileno()
+        self._poll = select.poll()
+        self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._drain.start()
+
+    def can_read(self, path: str) -> bool:
+        return not self.isolation.sandboxed or path in self.readable
+
+    # -- requests --------------------------------------------------------------------------
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> Any:
+        """Send one request and return its answer's value; raises WorkerLost (the worker is
+        gone), WorkerTimeout, or RemoteEnvError (the env raised)."""
+        data = (_encode(request) + "\n").encode()
+        with self.lock:
+            if self.lost is not None:
+                raise WorkerLost(self.lost)
+            bound = self._bound(timeout)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._in, view):]
+            except OSError:
+                raise self._gone() from None
+            line = self._read_line(bound)
+        try:
+            answer = loads(line.decode())
+        except ValueError:
+            self.kill("sent an answer that is not JSON")
+            raise WorkerLost(self.lost or "") from None
+        if type(answer) is dict:
+            if "ok" in answer:
+                return answer["ok"]
+            error = answer.get("error")
+            if type(error) is list and len(error) == 2 and all(type(x) is str for x in error):
+                known = _KNOWN_ERRORS.get(error[0])
+                if known is not None:
+                    raise known(error[1])
+                raise RemoteEnvError(error[0], error[1])
+            if type(answer.get("fatal")) is str:
+                self._finish(answer["fatal"][:300])
+                raise WorkerLost(self.lost or "")
+        self.kill("sent an answer outside the protocol")
+        raise WorkerLost(self.lost or "")
+
+    def _bound(self, timeout: float | None) -> float:
+        bound = self.limits.request_seconds if timeout is None else timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.kill(f"did not finish within the {self.limits.wall_seconds} s wall-clock budget")
+                raise WorkerTimeout(self.lost or "")
+            bound = min(bound, left)
+        return bound
+
+    def _read_line(self, bound: float) -> bytes:
+        end = time.monotonic() + bound
+        buffer = self._buffer
+        start = 0
+        while True:
+            newline = buffer.find(b"\n", start)
+            if newline >= 0:
+                line = bytes(buffer[:newline])
+                del buffer[:newline + 1]
+                return line
+            start = len(buffer)
+            if start > MAX_ANSWER_BYTES:
+                self.kill(f"sent an answer longer than {MAX_ANSWER_BYTES // 2**20} MiB")
+                raise WorkerLost(self.lost or "")
+            left = end - time.monotonic()
+            if left <= 0 or not self._poll.poll(left * 1000):
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.kill(f"did not finish within the {self.limits.wall_seconds} s wall-clock budget")
+                else:
+                    self.kill(f"did not answer within {bound:.3g} s (an endless loop?)")
+                raise WorkerTimeout(self.lost or "")
+            chunk = os.read(self._out, 1 << 20)
+            if not chunk:
+                raise self._gone()
+            buffer += chunk
+
+    def _gone(self) -> WorkerLost:
+        """The pipe closed: wait for the exit status and say why."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill("closed its pipe")
+            return WorkerLost(self.lost or "")
+        self._finish(self._exit_reason(code))
+        return WorkerLost(self.lost or "")
+
+    def _exit_reason(self, code: int) -> str:
+        # bubblewrap reports a child killed by signal N as exit status 128 + N
+        sig = -code if code < 0 else (code - 128 if self.isolation.sandboxed and 128 < code < 160 else None)
+        if sig is not None:
+            try:
+                name = signal.Signals(sig)
+            except ValueError:
+                return f"was killed by signal {sig}"
+            cpu = self.limits.cpu_seconds
+            return {signal.SIGXCPU: f"used more than {cpu} s of CPU (an endless loop?)",
+                    signal.SIGKILL: "was killed (out of memory?)",
+                    signal.SIGSEGV: "crashed (out of memory?)",
+                    signal.SIGXFSZ: "tried to write a file"}.get(name, f"was killed by {name.name}")
+        tail = self.stderr_tail().strip().splitlines()
+        if "MemoryError" in self.stderr_tail():
+            return f"ran out of memory (limit {self.limits.memory_bytes // 2**20} MiB)"
+        return f"exited with status {code}" + (f": {tail[-1][:300]}" if tail else "")
+
+    # -- the process -------------------------------------------------------------------------
+
+    def _drain_stderr(self) -> None:
+        """Keep the last few kilobytes of the worker's stderr (a full pipe would block it)."""
+        stream = self.proc.stderr
+        while True:
+            try:
+                chunk = stream.read1(4096)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            self._stderr.append(chunk)
+            self._stderr_size += len(chunk)
+            while self._stderr_size > _STDERR_TAIL and len(self._stderr) > 1:
+                self._stderr_size -= len(self._stderr.popleft())
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace")
+
+    def kill(self, reason: str) -> None:
+        """End the worker (and everything it started: it dies with its sandbox)."""
+        if self.lost is None:
+            self.lost = reason
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self._finish(self.lost)
+
+    def _finish(self, reason: str) -> None:
+        if self.lost is None:
+            self.lost = reason
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self._cleanup:
+            shutil.rmtree(self._cleanup, ignore_errors=True)
+            self._cleanup = None
+
+    def close(self) -> None:
+        if self.lost is None:
+            self.lost = "was closed"
+            try:
+                self.proc.stdin.close()  # the worker ends at the end of its input
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill(self.lost)
+
+
+class WorkerPool:
+    """A few workers, each hosting many env instances. A new instance goes to the least
+    loaded live worker that can read its module, or to a new worker while the pool has
+    fewer than `size`. A lost worker is replaced on demand."""
+
+    def __init__(self, size: int = 1, limits: Limits = Limits(), isolation: str | None = None,
+                 require_isolation: bool = False, env: dict[str, str] | None = None) -> None:
+        if not (isinstance(size, int) and size >= 1):
+            raise InvalidConfig(f"WorkerPool size={size!r} is invalid: must be an integer >= 1")
+        self.size, self.limits, self.env = size, limits, dict(env or {})
+        self.mode = isolation or env_mode()
+        self.require_isolation = require_isolation
+        self.isolation = resolve(self.mode, require_isolation)
+        self.deadline = time.monotonic() + limits.wall_seconds if limits.wall_seconds else None
+        self.workers: list[Worker] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def worker_for(self, path: str | None) -> Worker:
+        """A live worker that can load `path` (None: a trusted module by name)."""
+        with self._lock:
+            self._check_process()
+            self.workers = [w for w in self.workers if w.lost is None]
+            fits = [w for w in self.workers if path is None or w.can_read(path)]
+            if fits and (len(self.workers) >= self.size or min(w.instances for w in fits) == 0):
+                return min(fits, key=lambda w: w.instances)
+            if len(self.workers) >= self.size:  # full, none can read the file: replace the idlest
+                idle = min(self.workers, key=lambda w: w.instances)
+                if idle.instances == 0:
+                    self.workers.remove(idle)
+                    idle.close()
+            readable = (path,) if path else ()
+            if self.isolation.sandboxed and path is not None:
+                # a new worker reads the files its older siblings read, so that it can take any of them
+                readable = tuple({path, *(p for w in self.workers for p in w.readable)})
+            worker = Worker(self.isolation, self.limits, readable, self.env, self.deadline)
+            self.workers.append(worker)
+            return worker
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise EnvWorkerError("a WorkerPool cannot be used from a forked process; make one in the child")
+
+    def spawn(self, env: dict[str, str]) -> WorkerPool:
+        """A new pool of one worker with the same limits and isolation and extra environment
+        variables (a fresh process for the determinism check)."""
+        pool = WorkerPool(1, self.limits, self.mode, self.require_isolation, {**self.env, **env})
+        pool.deadline = self.deadline
+        return pool
+
+    def close(self) -> None:
+        with self._lock:
+            if os.getpid() != self._pid:
+                return
+            for worker in self.workers:
+                worker.close()
+            self.workers = []
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+_DEFAULT: dict[str, WorkerPool] = {}
+
+
+def default_pool() -> WorkerPool:
+    """The process's shared pool for generated envs made through the registry: as many
+    workers as TRACE_GYM_ENV_WORKERS says (default 2), no CPU limit (a worker lives as long
+    as the run), 3 GiB of memory each, 30 s per request."""
+    pool = _DEFAULT.get("pool")
+    if pool is None or pool._pid != os.getpid():
+        size = os.environ.get("TRACE_GYM_ENV_WORKERS", "2")
+        if not size.isdigit() or int(size) < 1:
+            raise InvalidConfig(f"TRACE_GYM_ENV_WORKERS={size!r} is invalid: must be an integer >= 1")
+        pool = _DEFAULT["pool"] = WorkerPool(int(size))
+    return pool
+
+
+def _forget_in_child() -> None:
+    # A forked child shares the parent's pipes: it must start its own workers.
+    _DEFAULT.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

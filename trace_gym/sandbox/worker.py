@@ -1,0 +1,78 @@
+"""The env worker: `python -m trace_gym.sandbox.worker`, started by a `WorkerPool` inside the
+sandbox. It loads env modules and hosts any number of env instances, answering one JSON
+request per line on stdin with one JSON response per line on the protocol stream (the
+original stdout; the module's own prints go to stderr).
+
+Requests (`op`, plus the instance `id` the client chose):
+
+| op | arguments | answer |
+|----|-----------|--------|
+| make | source {path, attr, sha256} or {entry_point}, kwargs, render_mode | metadata, action tools |
+| reset | seed, options | [obs, info, task head, toolset id, toolset or null] |
+| step | action (raw JSON) or parsed (a pre-read action) | [new messages or null, all messages or null, reward, terminated, truncated, info changes, info keys gone] |
+| oracle | obs (null: the last observation) | the oracle's action |
+| task | | {json: task.to_json(), hidden: task.hidden or null} |
+| world_hash | | the episode's initial world hash |
+| render | | render() in ansi mode |
+| close | | null |
+
+Answers are `{"ok": value}`, `{"error": [type name, message]}` (the env raised), or
+`{"fatal": why}` just before the worker exits (it ran out of memory). Steps send only what
+changed (new messages, changed info keys): a conversation and its tool schemas are several
+kilobytes, and the client keeps its own copy.
+
+Nothing here is trusted by the client: it checks every answer's shape, and what the env
+answers is the env's behaviour, judged by the kit outside this process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _protocol_streams():
+    """The request and answer streams, moved off fds 0 and 1 so that a module printing or
+    reading does not touch the protocol."""
+    requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+    answers = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return requests, answers
+
+
+_REFUSED_EVENTS = ("socket.", "subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
+                   "os.fork", "os.forkpty", "os.kill", "os.remove", "os.rename", "os.rmdir", "os.mkdir",
+                   "shutil.", "ctypes.", "urllib.", "http.", "ftplib.", "smtplib.", "webbrowser.", "pty.",
+                   "os.chmod", "os.chown", "os.truncate", "os.symlink", "os.link", "os.utime", "os.unlink",
+                   "sys.addaudithook", "os.putenv", "os.unsetenv")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _guard(event: str, args: tuple) -> None:
+    """PEP 578 audit hook: refuse the outside world through Python's own functions (not a
+    boundary: see trace_gym.sandbox.isolation)."""
+    if event.startswith(_REFUSED_EVENTS):
+        raise PermissionError(f"sandbox: {event} is refused in an env worker")
+    if event == "open":
+        mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
+        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+            raise PermissionError(f"sandbox: writing {args[0]!r} is refused in an env worker")
+
+
+def main() -> None:
+    sys.dont_write_bytecode = True
+    requests, answers = _protocol_streams()
+    # Everything the worker itself needs is imported before the hook and before any module.
+    from trace_gym.sandbox.host import Host
+
+    host = Host()
+    sys.addaudithook(_guard)
+    host.serve(requests, answers)
+
+
+if __name__ == "__main__":
+    main()
