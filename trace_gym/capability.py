@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, ClassVar
 
 from trace_gym import messages as msg
@@ -238,7 +237,3 @@ class CapabilityEnv(TraceEnv):
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
         return self.oracle(self.task, messages)
-
-    @classmethod
-    def code_files(cls) -> list[Path]:
-        return [*super().code_files(), Path(__file__)]  # write_calls and the prefill decide rewards too

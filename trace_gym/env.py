@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
@@ -28,7 +27,6 @@ import numpy as np
 from trace_gym import messages as msg
 from trace_gym.actions import parse_action
 from trace_gym.errors import EpisodeError, InvalidConfig
-from trace_gym.jsondata import sha256_bytes
 from trace_gym.rng import Rng
 from trace_gym.spaces import ActionSpace, ConversationSpace
 from trace_gym.tools import ToolKind, Toolset
@@ -36,7 +34,7 @@ from trace_gym.verdict import Verdict
 from trace_gym.worlds.world import World
 
 HINT_OPEN, HINT_CLOSE = "<expert_guidance>", "</expert_guidance>"
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_CODE_SHA256: dict[type, str] = {}
 
 
 class Task(Protocol):
@@ -111,11 +109,6 @@ class TraceEnv(gym.Env[list, Any]):
             )
         self.render_mode = render_mode
         self.toolset = toolset
-        source = Path(inspect.getfile(type(self))).resolve()
-        if _PACKAGE_DIR not in source.parents:  # generated code: was it audited?
-            from trace_gym.audit.lock import warn_if_unaudited
-
-            warn_if_unaudited(source)
         self.observation_space = ConversationSpace()
         self.action_space = ActionSpace(toolset)
         self._episode: Episode | None = None
@@ -267,19 +260,16 @@ class TraceEnv(gym.Env[list, Any]):
         return self.episode.task
 
     @classmethod
-    def code_files(cls) -> list[Path]:
-        """The source files whose content decides this env's tasks and rewards: the env's
-        module, this loop, the action parser (what runs), the verdict and what counts as
-        stating a value."""
-        return [Path(inspect.getfile(cls)), Path(__file__), _PACKAGE_DIR / "actions.py",
-                _PACKAGE_DIR / "verdict.py", _PACKAGE_DIR / "statements.py"]
-
-    @classmethod
     def code_sha256(cls) -> str:
-        """sha256 over `code_files()` (recorded in every trajectory): equal hashes, equal
-        episodes for equal seeds and actions."""
-        parts = sorted(f"{p.name}:{sha256_bytes(p.read_bytes())}" for p in cls.code_files())
-        return sha256_bytes("\n".join(parts).encode())
+        """sha256 over this env's module and the trace_gym modules it builds on (recorded in
+        every trajectory): equal hashes, equal episodes for equal seeds and actions.
+        Computed once per class (`trace_gym.provenance`)."""
+        sha = _CODE_SHA256.get(cls)
+        if sha is None:
+            from trace_gym.provenance import env_code_sha256
+
+            sha = _CODE_SHA256[cls] = env_code_sha256(inspect.getfile(cls))
+        return sha
 
     def render(self) -> str | None:
         from trace_gym.render import render_ansi, render_human

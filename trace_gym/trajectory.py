@@ -75,7 +75,7 @@ def make_record(env: gym.Env, *, env_id: str, seed: int, sample: int, policy: st
         "schema_version": SCHEMA_VERSION,
         "id": f"{env_id}/{split_of(seed)}/{seed}/{sample}",
         "env_id": env_id,
-        "env_sha256": type(base).code_sha256(),
+        "env_sha256": base.code_sha256(),
         "seed": seed,
         "sample": sample,
         "split": split_of(seed),

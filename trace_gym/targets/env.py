@@ -25,9 +25,7 @@ Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from trace_gym import messages as msg
@@ -113,18 +111,6 @@ class TargetEnv(TraceEnv):
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
         return plan_action(self.task.plan, messages)
-
-    @classmethod
-    def code_files(cls) -> list[Path]:
-        targets = Path(__file__).parent
-        world = Path(inspect.getfile(cls.tasks)).stem  # airline / retail
-        world_dir = targets.parent / "worlds" / world
-        return [
-            *super().code_files(),
-            *sorted(targets.glob("*.py")),
-            *sorted(world_dir.glob("*.py")), *sorted(world_dir.glob("*.md")),
-            targets.parent / "tools_common.py", targets.parent / "worlds" / "world.py",
-        ]
 
     def spec_kwargs(self) -> dict[str, Any]:
         return {**asdict(self.config), "world_size": asdict(self.world_size)}
