@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from trace_gym.audit.static import REFUSED_CALLS, check_source
+from trace_gym.audit.static import REFUSED_BUILTINS, check_source
 
 SNIPPETS = [
     ("import socket", "import", "network access"),
@@ -34,7 +34,61 @@ SNIPPETS = [
     ("import numpy as np\ng = np.random.default_rng()", "numpy_random", "without a seed"),
     ("def f():\n    global counter", "global", "global state"),
     ("def broken(:\n    pass", "syntax", "syntax error"),
-] + [(f"{name}('x')", "call", reason) for name, reason in REFUSED_CALLS.items()]
+] + [(f"{name}('x')", "builtin", reason) for name, reason in REFUSED_BUILTINS.items()]
+
+# reach: refused modules through allowed ones, builtins in any form, access by string,
+# numpy IO and unseeded generators, module objects as values
+SNIPPETS += [
+    ("from dataclasses import sys", "reach", "reached through 'dataclasses'"),
+    ("import typing\nx = typing.sys", "reach", "reached through 'typing'"),
+    ("import json\nx = json.decoder", "reach", "reached through 'json'"),
+    ("from trace_gym.registry import os", "import", "not allowed"),
+    ("from trace_gym.capability import dataclass", "reach", "not among the trace_gym names"),
+    ("from trace_gym.worlds import airline\nx = airline.resources", "reach", "not among the trace_gym names"),
+    ("from trace_gym import registry", "reach", "not among the trace_gym names"),
+    ("from trace_gym.capability import _private", "private", "private"),
+    ("import typing\nx = typing._eval_type", "private", "private"),
+    ("g = getattr", "builtin", "getattr is refused in any form"),
+    ("x = [open][0]", "builtin", "open is refused in any form"),
+    ("x = list(map(open, ['f']))", "builtin", "open is refused in any form"),
+    ("def f(o=eval):\n    return o", "builtin", "eval is refused in any form"),
+    ("def f(hash):\n    return 1", "builtin", "shadows a refused builtin"),
+    ("import operator\nf = operator.attrgetter('x')", "reach", "attribute access by string"),
+    ("from operator import methodcaller", "reach", "method access by string"),
+    ("import string\nf = string.Formatter()", "reach", "attribute access by string"),
+    ("x = '{0.__class__}'.format(1)", "format", "reaches an attribute or item"),
+    ("x = '{0[k]}'.format({'k': 1})", "format", "reaches an attribute or item"),
+    ("t = 'x'\ny = t.format(1)", "format", "computed format string"),
+    ("x = str.format('{}', 1)", "format", "computed format string"),
+    ("def f(g):\n    return g.gi_frame", "attribute", "frame, traceback and code"),
+    ("def f(e):\n    return e.tb_frame.f_globals", "attribute", "frame, traceback and code"),
+    ("import typing\nh = typing.get_type_hints", "reach", "evaluates strings as code"),
+    ("import numpy as np\nnp.save('f', 1)", "reach", "numpy file IO"),
+    ("import numpy as np\nx = np.load('f', allow_pickle=True)", "reach", "numpy file IO"),
+    ("import numpy as np\nx = np.fromfile('f')", "reach", "numpy file IO"),
+    ("import numpy as np\nx = np.memmap('f')", "reach", "numpy file IO"),
+    ("import numpy as np\nx = np.loadtxt('f')", "reach", "numpy file IO"),
+    ("def f(a):\n    a.tofile('f')", "attribute", "writes a file"),
+    ("from numpy import save", "reach", "numpy file IO"),
+    ("import numpy as np\nx = np.lib", "reach", "reached through 'numpy'"),
+    ("import numpy as np\ng = np.random.default_rng(None)", "numpy_random", "without a seed"),
+    ("import numpy as np\ng = np.random.default_rng(seed=None)", "numpy_random", "without a seed"),
+    ("import numpy as np\ng = np.random.Generator(np.random.PCG64())", "numpy_random", "without a seed"),
+    ("from numpy.random import SeedSequence\ns = SeedSequence()", "numpy_random", "without a seed"),
+    ("import numpy as np\nb = np.random.MT19937()", "numpy_random", "without a seed"),
+    ("import numpy as np\nf = print(np)", "module_value", "used as a value"),
+    ("import numpy as np\nm = np", "module_value", "used as a value"),
+    ("import json\nxs = [json]", "module_value", "used as a value"),
+    ("import numpy\nr = numpy.random", "module_value", "used as a value"),
+    ("from trace_gym.worlds import airline\nx = airline", "module_value", "used as a value"),
+    ("import numpy as np\nnp.pi = 3", "reach", "changes a shared module"),
+    ("from math import *", "import", "name each"),
+    ("import _posixsubprocess", "import", "runs programs"),
+    ("x = 1" + "+1" * 150, "size", "deeper than"),
+    ("x = " + "(" * 300 + ")" * 300, "syntax", "too many nested parentheses"),
+    ("x = 1" + "+1" * 90_000, "size", "nested too deeply for the parser"),
+    ("x = '" + "a" * 250_000 + "'", "size", "characters"),
+]
 
 
 @pytest.mark.parametrize("source, rule, words", SNIPPETS)
@@ -48,6 +102,22 @@ def test_seeded_numpy_generators_are_allowed():
     source = ("import numpy as np\nfrom numpy.random import default_rng\n"
               "g = np.random.default_rng(3)\nh = np.random.Generator(np.random.PCG64(1))\nk = default_rng(5)")
     assert check_source(source) == []
+
+
+def test_what_an_env_needs_is_allowed():
+    source = ("from __future__ import annotations\nimport numpy as np\nimport collections.abc\n"
+              "from dataclasses import dataclass, field\nfrom trace_gym import capabilities as cap\n"
+              "from trace_gym.worlds import airline, retail\nfrom trace_gym.worlds.airline.data import TODAY\n"
+              "from trace_gym.rng import Rng\nfrom trace_gym.verdict import Check, Verdict\n"
+              "x = cap.PRECONDITION\nt = airline.TOOLS\nd = airline.data.FREE_BAGS\ny = np.array([1]).sum()\n"
+              "s = '{} and {0}'.format(1)\nm = collections.abc.Mapping\nf = f'{x.upper()}'\n"
+              "def g(self):\n    return self.__init__\n")
+    assert check_source(source) == []
+
+
+def test_pathological_input_never_raises():
+    for source in ("(" * 10_000, "x = " + "-" * 200_000 + "1", "\x00", "def f(:" * 1000, "[" * 50_000):
+        assert check_source(source)
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in (REPO / "generated_envs").glob("*.py") if p.name != "__init__.py"))

@@ -1,30 +1,68 @@
-"""Static audit rules: read a generated module's source, never import it.
+"""Static audit rules: read a generated module's source, never import it, and refuse what
+it could reach, not only what it names.
 
-Generated envs may import trace_gym, numpy (for Generators derived from the env's seed) and
-a small standard-library allowlist. Everything that reaches outside the process (files,
-network, programs), evaluates code, escapes through attributes to the builtins, or draws
-randomness that is not from the seed (the global `random` module, numpy's module-level
-functions, clocks, `hash()` of strings) is refused with its line.
+- Imports: trace_gym's env-building modules (`TRACE_GYM_MODULES`), and from them only their
+  own public names (what they define or export, never what they import, such as a module's
+  own `os`); numpy; a small standard-library allowlist. A name imported from an allowed
+  module that is itself a module (`from dataclasses import sys`, `typing.sys`) is refused.
+- Module objects are namespaces, never values: `np.array` is fine, `f(np)`, `m = np` and
+  `[json]` are refused.
+- Builtins that evaluate code, reach attributes or state by name, open files or vary between
+  runs are refused in any form: called, aliased (`g = getattr`), in a container
+  (`[open][0]`), passed along (`map(open, ...)`), as a default argument.
+- Attribute access by string is refused: `operator.attrgetter` / `methodcaller`,
+  `string.Formatter`, a format string that reaches attributes or items (`"{0.__class__}"`)
+  or is computed (use an f-string), frame, traceback and code attributes, dunders.
+- numpy: file IO (`save*`, `load*`, `fromfile`, `tofile`, `memmap`, `genfromtxt`, ...),
+  module-level random functions, and generators or bit generators without a seed
+  (`default_rng()`, `default_rng(None)`, `PCG64()`) are refused.
+- `global`/`nonlocal`, relative imports, star imports.
+- Pathological input (larger than `MAX_SOURCE_CHARS`, nested deeper than `MAX_NESTING`, or
+  more than the parser can hold) is rejected with a finding, never an exception.
+
+Each finding carries its line. The rules are a first layer: the module still runs only in
+the sandboxed env worker (trace_gym.sandbox).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
+import string
+import types
 from dataclasses import dataclass
+from typing import Any
+
+MAX_SOURCE_CHARS = 200_000
+MAX_NESTING = 100
 
 ALLOWED_MODULES = frozenset({
-    "trace_gym", "numpy", "__future__", "dataclasses", "typing", "collections", "math",
-    "itertools", "functools", "enum", "json", "re", "string", "textwrap", "copy", "abc",
-    "statistics", "fractions", "decimal", "operator", "bisect", "heapq",
+    "numpy", "numpy.random", "__future__", "dataclasses", "typing", "collections", "collections.abc", "math",
+    "itertools", "functools", "enum", "json", "re", "string", "textwrap", "copy", "abc", "statistics",
+    "fractions", "decimal", "operator", "bisect", "heapq",
 })
+"""Third-party and standard-library modules a generated env may import."""
+
+TRACE_GYM_MODULES = (
+    "trace_gym.capability", "trace_gym.capabilities", "trace_gym.env", "trace_gym.errors", "trace_gym.rng",
+    "trace_gym.verdict", "trace_gym.messages", "trace_gym.tools", "trace_gym.targets.user",
+    "trace_gym.worlds", "trace_gym.worlds.world", "trace_gym.worlds.people",
+    "trace_gym.worlds.airline", "trace_gym.worlds.airline.data",
+    "trace_gym.worlds.retail", "trace_gym.worlds.retail.data",
+)
+"""The trace_gym modules a generated env may import names from (and their packages, as
+namespaces: `trace_gym`, `trace_gym.targets`)."""
+_NAMESPACES = frozenset({"trace_gym", "trace_gym.targets"})
+
 REFUSED_MODULES = {
     "os": "operating-system access", "sys": "interpreter access", "subprocess": "runs programs",
-    "socket": "network access", "ssl": "network access", "urllib": "network access",
-    "http": "network access", "requests": "network access", "pathlib": "file-system access",
-    "shutil": "file-system access", "tempfile": "file-system access", "glob": "file-system access",
-    "io": "file access", "importlib": "imports code at run time", "ctypes": "native memory access",
-    "pickle": "runs code from data", "marshal": "runs code from data", "shelve": "runs code from data",
-    "random": "the global random module (draw from an Rng derived from the env's seed)",
+    "_posixsubprocess": "runs programs", "socket": "network access", "ssl": "network access",
+    "urllib": "network access", "http": "network access", "requests": "network access",
+    "pathlib": "file-system access", "shutil": "file-system access", "tempfile": "file-system access",
+    "glob": "file-system access", "io": "file access", "importlib": "imports code at run time",
+    "ctypes": "native memory access", "pickle": "runs code from data", "marshal": "runs code from data",
+    "shelve": "runs code from data", "random": "the global random module (draw from an Rng derived from the env's seed)",
     "time": "clock reads (randomness must come from the seed)",
     "datetime": "clock reads (randomness must come from the seed)",
     "secrets": "operating-system randomness", "uuid": "operating-system randomness",
@@ -33,7 +71,7 @@ REFUSED_MODULES = {
     "inspect": "interpreter introspection", "gc": "interpreter internals", "code": "runs code",
     "runpy": "runs code", "sqlite3": "files", "platform": "host information",
 }
-REFUSED_CALLS = {
+REFUSED_BUILTINS = {
     "eval": "evaluates code", "exec": "executes code", "compile": "compiles code",
     "__import__": "imports code at run time", "open": "file access", "globals": "reaches module state",
     "locals": "reaches frame state", "vars": "reaches object internals", "breakpoint": "debugger",
@@ -41,11 +79,35 @@ REFUSED_CALLS = {
     "getattr": "attribute access by name (a way to reach the builtins)",
     "setattr": "attribute access by name", "delattr": "attribute access by name",
     "id": "object addresses vary between runs", "memoryview": "raw memory access",
+    "help": "starts a pager", "license": "reads files and starts a pager",
 }
-REFUSED_NAMES = {"__builtins__", "__loader__", "__spec__", "__file__", "__import__", "__dict__"}
+"""Builtins refused wherever they appear (called, aliased, stored or passed along)."""
+REFUSED_CALLS = REFUSED_BUILTINS  # the name the synthesis prompt and older callers use
+REFUSED_NAMES = {"__builtins__", "__loader__", "__spec__", "__file__", "__dict__"}
 ALLOWED_DUNDERS = {"__init__", "__post_init__", "__name__", "__doc__"}
+REFUSED_ATTRIBUTES = {
+    **{a: "frame, traceback and code objects reach the interpreter's state" for a in (
+        "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "f_trace", "gi_frame", "gi_code",
+        "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await", "tb_frame",
+        "tb_next", "co_code", "co_consts", "co_names")},
+    "tofile": "writes a file", "dump": "writes a file", "ctypes": "raw memory access",
+    "get_field": "attribute access by string", "format_field": "attribute access by string",
+}
+"""Attribute names refused on any object."""
+MODULE_REFUSED = {
+    "operator": {"attrgetter": "attribute access by string", "methodcaller": "method access by string"},
+    "string": {"Formatter": "attribute access by string"},
+    "typing": {"get_type_hints": "evaluates strings as code", "ForwardRef": "evaluates strings as code"},
+    "dataclasses": {"make_dataclass": "generates and executes code"},
+    "json": {"load": "reads a file", "dump": "writes a file"},
+    "numpy": {n: "numpy file IO" for n in (
+        "save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt", "fromfile",
+        "fromregex", "memmap", "DataSource", "tofile", "recfromtxt", "recfromcsv")},
+}
+"""Names of allowed modules that are refused (file IO, access by string, code from strings)."""
 NUMPY_RANDOM_ALLOWED = {"Generator", "default_rng", "SeedSequence", "PCG64", "PCG64DXSM", "Philox",
                         "SFC64", "MT19937", "BitGenerator"}
+_NEEDS_SEED = NUMPY_RANDOM_ALLOWED - {"Generator"}
 
 
 @dataclass(frozen=True)
@@ -58,91 +120,283 @@ class Finding:
         return {"rule": self.rule, "line": self.line, "message": self.message}
 
 
-class _Checker(ast.NodeVisitor):
+@functools.cache
+def _module_value(module: str) -> types.ModuleType | None:
+    """An allowed module, imported in this (trusted) process to see what its names are."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
+@functools.cache
+def trace_gym_names(module: str) -> frozenset[str]:
+    """The public names a generated env may take from an allowlisted trace_gym module: what
+    the module defines itself or lists in `__all__`, never a module it imported (unless that
+    module is allowlisted too)."""
+    from trace_gym.provenance import module_file
+
+    path = module_file(module)
+    if path is None:
+        return frozenset()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                if isinstance(node.value, (ast.List, ast.Tuple)):
+                    names.update(e.value for e in node.value.elts if isinstance(e, ast.Constant)
+                                 and isinstance(e.value, str))
+    value = _module_value(module)
+    out = set()
+    for name in names:
+        if name.startswith("_"):
+            continue
+        obj = getattr(value, name, None) if value is not None else None
+        if isinstance(obj, types.ModuleType) and f"{module}.{name}" not in TRACE_GYM_MODULES:
+            continue
+        out.add(name)
+    return frozenset(out)
+
+
+def _is_allowed_module(name: str) -> bool:
+    return name in ALLOWED_MODULES or name in TRACE_GYM_MODULES or name in _NAMESPACES
+
+
+def _top_refusal(name: str) -> str | None:
+    top = name.split(".")[0]
+    if top in REFUSED_MODULES:
+        return f"import of {name!r} is refused: {REFUSED_MODULES[top]}"
+    if not _is_allowed_module(name):
+        return (f"import of {name!r} is not allowed; allowed: {', '.join(sorted(ALLOWED_MODULES))} and "
+                f"{', '.join(TRACE_GYM_MODULES)}")
+    return None
+
+
+class _Checker:
     def __init__(self) -> None:
         self.findings: list[Finding] = []
-        self.numpy: set[str] = set()         # names bound to numpy
-        self.numpy_random: set[str] = set()  # names bound to numpy.random
+        self.modules: dict[str, str] = {}
+        """local name -> the module it is bound to"""
+        self.values: dict[str, tuple[str, str]] = {}
+        """local name -> (module, name) it was imported from"""
 
     def add(self, node: ast.AST, rule: str, message: str) -> None:
         self.findings.append(Finding(rule, getattr(node, "lineno", 0), message))
 
-    def _module(self, node: ast.AST, name: str) -> None:
-        top = name.split(".")[0]
-        if top in REFUSED_MODULES:
-            self.add(node, "import", f"import of {name!r} is refused: {REFUSED_MODULES[top]}")
-        elif top not in ALLOWED_MODULES:
-            self.add(node, "import", f"import of {name!r} is not allowed; allowed: "
-                     f"{', '.join(sorted(ALLOWED_MODULES))}")
+    # -- what a name or an attribute of a module is -------------------------------------------
 
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self._module(node, alias.name)
-            if alias.name == "numpy":
-                self.numpy.add(alias.asname or "numpy")
-            elif alias.name == "numpy.random":
-                if alias.asname:
-                    self.numpy_random.add(alias.asname)
-                else:
-                    self.numpy.add("numpy")
-        self.generic_visit(node)
+    def member(self, node: ast.AST, module: str, name: str) -> str | None:
+        """Check `module.name` (an attribute or a from-import); return the module it is, if
+        it is one that may be used as a namespace, else None."""
+        full = f"{module}.{name}"
+        if name.startswith("__") and name.endswith("__"):
+            if name not in ALLOWED_DUNDERS:
+                self.add(node, "attribute", f"access to {name!r} is refused (a way to reach interpreter internals)")
+            return None
+        if name.startswith("_"):
+            self.add(node, "private", f"{full} is private; use the module's public names")
+            return None
+        if module in _NAMESPACES or module in TRACE_GYM_MODULES:
+            if full in TRACE_GYM_MODULES or full in _NAMESPACES:
+                return full
+            if module in _NAMESPACES or name not in trace_gym_names(module):
+                self.add(node, "reach", f"{full} is not among the trace_gym names a generated env may use "
+                         "(only what the env-building modules define themselves)")
+            return None
+        if module == "numpy.random":
+            if name not in NUMPY_RANDOM_ALLOWED:
+                self.add(node, "numpy_random", f"numpy.random.{name} draws from numpy's global state; use a "
+                         "Generator derived from the env's seed")
+            return None
+        refused = MODULE_REFUSED.get(module, {}).get(name) or MODULE_REFUSED.get(module.split(".")[0], {}).get(name)
+        if refused:
+            self.add(node, "reach", f"{full} is refused: {refused}")
+            return None
+        value = _module_value(module)
+        if value is None or not hasattr(value, name):
+            self.add(node, "reach", f"{full} does not exist")
+            return None
+        obj = getattr(value, name)
+        if isinstance(obj, types.ModuleType):
+            if full in ALLOWED_MODULES:
+                return full
+            self.add(node, "reach", f"{full} is the module {obj.__name__!r}, reached through {module!r}: refused "
+                     "(import only the allowed modules themselves)")
+        return None
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = node.module or ""
-        if node.level:
-            self.add(node, "import", "relative imports are not allowed in a generated env")
-        else:
-            self._module(node, module)
-        for alias in node.names:
-            if module == "numpy" and alias.name == "random":
-                self.numpy_random.add(alias.asname or "random")
-            if module == "numpy.random" and alias.name not in NUMPY_RANDOM_ALLOWED:
-                self.add(node, "numpy_random", f"numpy.random.{alias.name} draws from numpy's global "
-                         "state; use a Generator derived from the env's seed")
-        self.generic_visit(node)
+    def resolve(self, node: ast.AST) -> str | None:
+        """The module an expression is, when it is a bound module or a chain of them."""
+        if isinstance(node, ast.Name):
+            return self.modules.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            if base is not None:
+                full = f"{base}.{node.attr}"
+                if full in ALLOWED_MODULES or full in TRACE_GYM_MODULES or full in _NAMESPACES:
+                    return full
+        return None
 
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in REFUSED_CALLS:
-            self.add(node, "call", f"{func.id}() is refused: {REFUSED_CALLS[func.id]}")
-        if (isinstance(func, ast.Attribute) and func.attr == "default_rng" and not node.args
-                and not node.keywords):
-            self.add(node, "numpy_random", "default_rng() without a seed draws from the operating system")
-        self.generic_visit(node)
+    def numpy_random_name(self, func: ast.AST) -> str | None:
+        """`X` when `func` is numpy.random.X (by attribute or from-import)."""
+        if isinstance(func, ast.Attribute) and self.resolve(func.value) == "numpy.random":
+            return func.attr
+        if isinstance(func, ast.Name) and self.values.get(func.id, ("", ""))[0] == "numpy.random":
+            return self.values[func.id][1]
+        return None
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        attr = node.attr
-        if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
-            self.add(node, "attribute", f"access to {attr!r} is refused (a way to reach interpreter internals)")
-        value = node.value
-        is_np_random = (
-            (isinstance(value, ast.Name) and value.id in self.numpy_random)
-            or (isinstance(value, ast.Attribute) and value.attr == "random"
-                and isinstance(value.value, ast.Name) and value.value.id in self.numpy)
-        )
-        if is_np_random and attr not in NUMPY_RANDOM_ALLOWED:
-            self.add(node, "numpy_random", f"numpy.random.{attr} draws from numpy's global state; "
-                     "use a Generator derived from the env's seed")
-        self.generic_visit(node)
+    # -- the rules ------------------------------------------------------------------------
 
-    def visit_Name(self, node: ast.Name) -> None:
+    def imports(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    problem = _top_refusal(alias.name)
+                    if problem:
+                        self.add(node, "import", problem)
+                        continue
+                    if alias.asname:
+                        self.modules[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.modules[top] = top if _is_allowed_module(top) or top == "trace_gym" else alias.name
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    self.add(node, "import", "relative imports are not allowed in a generated env")
+                    continue
+                problem = _top_refusal(module)
+                if problem:
+                    self.add(node, "import", problem)
+                    continue
+                for alias in node.names:
+                    if alias.name == "*":
+                        self.add(node, "import", f"'from {module} import *' hides what is imported; name each")
+                        continue
+                    if module == "__future__":
+                        continue
+                    local = alias.asname or alias.name
+                    bound = self.member(node, module, alias.name)
+                    if bound is not None:
+                        self.modules[local] = bound
+                    else:
+                        self.values[local] = (module, alias.name)
+
+    def check(self, tree: ast.AST) -> None:
+        self.imports(tree)
+        nodes = list(ast.walk(tree))
+        bases = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+        checked_chains: set[int] = set()
+        for node in nodes:
+            if isinstance(node, ast.Name):
+                self.name(node, id(node) in bases)
+            elif isinstance(node, ast.Attribute):
+                self.attribute(node, checked_chains, id(node) in bases)
+            elif isinstance(node, ast.Call):
+                self.call(node)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                self.add(node, "global", "global state: an episode must be a function of its seed and actions")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                args = node.args
+                for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                    if arg is not None and arg.arg in REFUSED_BUILTINS:
+                        self.add(arg, "builtin", f"{arg.arg!r} shadows a refused builtin: {REFUSED_BUILTINS[arg.arg]}")
+
+    def name(self, node: ast.Name, is_base: bool) -> None:
         if node.id in REFUSED_NAMES:
             self.add(node, "name", f"use of {node.id!r} is refused (interpreter internals)")
-        self.generic_visit(node)
+        elif node.id in REFUSED_BUILTINS:
+            self.add(node, "builtin", f"{node.id} is refused in any form (called, aliased, stored or passed "
+                     f"along): {REFUSED_BUILTINS[node.id]}")
+        elif node.id in self.modules and not is_base and isinstance(node.ctx, ast.Load):
+            self.add(node, "module_value", f"the module {self.modules[node.id]!r} is used as a value; only its "
+                     "attributes may be used")
 
-    def visit_Global(self, node: ast.Global) -> None:
-        self.add(node, "global", "global state: an episode must be a function of its seed and actions")
-        self.generic_visit(node)
+    def attribute(self, node: ast.Attribute, checked: set[int], is_base: bool) -> None:
+        attr = node.attr
+        if attr in REFUSED_ATTRIBUTES:
+            self.add(node, "attribute", f".{attr} is refused: {REFUSED_ATTRIBUTES[attr]}")
+            return
+        base = self.resolve(node.value)
+        if base is not None:
+            bound = self.member(node, base, attr)
+            if bound is not None and not is_base and isinstance(node.ctx, ast.Load):
+                self.add(node, "module_value", f"the module {bound!r} is used as a value; only its attributes "
+                         "may be used")
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                self.add(node, "reach", f"assigning to {base}.{attr} changes a shared module")
+            return
+        if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+            self.add(node, "attribute", f"access to {attr!r} is refused (a way to reach interpreter internals)")
 
-    visit_Nonlocal = visit_Global
+    def call(self, node: ast.Call) -> None:
+        func = node.func
+        name = self.numpy_random_name(func)
+        if name in _NEEDS_SEED:
+            seed = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("seed", "entropy")), None)
+            if seed is None or (isinstance(seed, ast.Constant) and seed.value is None):
+                self.add(node, "numpy_random", f"numpy.random.{name}() without a seed draws from the operating "
+                         "system; derive it from the env's seed")
+        if isinstance(func, ast.Attribute) and func.attr in ("format", "format_map"):
+            self.format_call(node, func)
+
+    def format_call(self, node: ast.Call, func: ast.Attribute) -> None:
+        template = func.value
+        if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
+            if self.resolve(template) is None:  # a module's own format() (none is allowed) is checked as a name
+                self.add(node, "format", f".{func.attr}() on a computed format string can reach attributes by "
+                         "name; use an f-string")
+            return
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(template.value) if f]
+        except ValueError:
+            return  # str.format raises on it at run time
+        for field in fields:
+            if "." in field or "[" in field:
+                self.add(node, "format", f"format field {{{field}}} reaches an attribute or item by name; use an "
+                         "f-string")
+
+
+def _nesting(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_NESTING:
+                return deepest
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def check_source(source: str, filename: str = "<module>") -> list[Finding]:
     """Every static finding in a module's source, in line order (empty: the module passes)."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return [Finding("size", 1, f"the module has {len(source):,} characters; at most {MAX_SOURCE_CHARS:,} "
+                        "are read")]
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
-        return [Finding("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
+        return [Finding("syntax", exc.lineno or 1, f"syntax error: {exc.msg}")]
+    except (RecursionError, MemoryError):
+        return [Finding("size", 1, "the module is nested too deeply for the parser (a pathological expression)")]
+    except ValueError as exc:  # null bytes
+        return [Finding("syntax", 1, f"syntax error: {exc}")]
+    depth = _nesting(tree)
+    if depth > MAX_NESTING:
+        return [Finding("size", 1, f"the module nests expressions or statements deeper than {MAX_NESTING} levels")]
     checker = _Checker()
-    checker.visit(tree)
-    return sorted(checker.findings, key=lambda f: (f.line, f.rule))
+    checker.check(tree)
+    unique = {(f.line, f.rule, f.message): f for f in checker.findings}
+    return sorted(unique.values(), key=lambda f: (f.line, f.rule, f.message))
+
+
+def describe_rules() -> dict[str, Any]:
+    """The rules in brief, for the synthesis prompt."""
+    return {"modules": sorted(ALLOWED_MODULES), "trace_gym": list(TRACE_GYM_MODULES),
+            "builtins": sorted(REFUSED_BUILTINS)}
