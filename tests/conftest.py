@@ -42,3 +42,17 @@ def play(env: gym.Env, seed: int, act, options=None):
 
 def oracle(env: gym.Env, obs):
     return env.unwrapped.oracle_action(obs)
+
+
+def _bubblewrap_check():
+    from trace_gym.sandbox import bubblewrap_status
+
+    ok, why = bubblewrap_status()
+    if not ok and os.environ.get("CI"):
+        pytest.fail(f"bubblewrap must run in CI (.ci/run installs it): {why}")
+    return ok, why
+
+
+requires_bubblewrap = pytest.mark.skipif(not _bubblewrap_check()[0],
+                                         reason=f"bubblewrap cannot run here: {_bubblewrap_check()[1]}")
+"""For tests of what the bubblewrap sandbox stops; in CI (CI set) its absence is a failure."""

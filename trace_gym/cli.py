@@ -2,7 +2,7 @@
 
     trace-gym list [--json]
     trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
-    trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--no-record]
+    trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--no-record] [--require-isolation]
     trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
     trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
@@ -91,11 +91,13 @@ def _cmd_play(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from trace_gym.audit import Limits, audit
+
+    from trace_gym.audit import AUDIT_LIMITS, audit
     from trace_gym.testing import KitSettings
 
     report = audit(args.target, KitSettings(examples=args.examples),
-                   Limits(wall_seconds=args.timeout), record=not args.no_record)
+                   dataclasses.replace(AUDIT_LIMITS, wall_seconds=args.timeout), record=not args.no_record,
+                   isolation=args.isolation, require_isolation=args.require_isolation)
     if args.json:
         print(json.dumps(report.to_json()))
         return 0 if report.passed else 1
@@ -106,7 +108,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     verdict = "[green]PASSED[/green]" if report.passed else "[red]FAILED[/red]"
     console.print(f"audit of [bold]{report.env_id or report.path}[/bold]: {verdict}  "
                   f"(sha256 {report.code_sha256[:12]}, kit v{report.kit_version}, {report.seconds:.1f} s)")
-    console.print(f"sandbox: {report.isolation}")
+    console.print(f"sandbox: {report.isolation}", style=None if report.sandboxed else "yellow")
     if report.static:
         table = Table(title="static rules")
         for col in ("line", "rule", "finding"):
@@ -375,8 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="env id (e.g. trace/precondition_verification-v0) or module path")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--examples", type=COUNT, default=20, help="hypothesis examples per property")
-    p.add_argument("--timeout", type=COUNT, default=90, help="wall-clock seconds for the sandboxed run")
+    p.add_argument("--timeout", type=COUNT, default=120, help="wall-clock seconds for the whole dynamic audit")
     p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
+    p.add_argument("--isolation", choices=["auto", "bubblewrap", "fallback"],
+                   help="how the env worker is isolated (default: $TRACE_GYM_ISOLATION or auto: bubblewrap where it runs)")
+    p.add_argument("--require-isolation", action="store_true",
+                   help="fail unless the module ran under bubblewrap (not the fallback isolation)")
     p.set_defaults(run=_cmd_audit)
 
     for name, helptext, run in (("rollout", "play a policy on many seeds; append trajectory records", _cmd_rollout),

@@ -5,6 +5,12 @@ module and no generated code. The target envs are built in; capability envs come
 manifests (the shipped `generated_envs/manifest.json`, installed as the package
 `trace_gym.generated_envs`, and, when present, the per-user envs directory that synthesis
 writes to). The shipped directory is found, not imported: the library imports no step.
+
+Which envs are trusted is explicit: the built-in targets, and entries of the package's own
+manifest whose origin is `shipped` (synthesis never writes that origin; another manifest
+that claims it is refused). They run in this process. Every other env is generated code:
+`gym.make` gives a `RemoteEnv` whose module runs in a sandboxed env worker
+(trace_gym.sandbox), never here.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ BUILTIN: dict[str, dict[str, str]] = {
 
 SHIPPED_PACKAGE = "trace_gym.generated_envs"
 MANIFEST_KEYS = ("id", "entry_point", "capability", "description", "origin", "sha256")
+SHIPPED = "shipped"
+"""The origin of the envs that ship with trace-gym: the only manifest origin that is trusted."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,13 @@ class EnvEntry:
     sha256: str | None = None
     manifest: str | None = None
 
+    @property
+    def trusted(self) -> bool:
+        """Runs in this process: a built-in target, or an env that ships with trace-gym."""
+        return self.kind == "target" or self.origin == SHIPPED
+
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {**{k: v for k, v in self.__dict__.items() if v is not None}, "trusted": self.trusted}
 
 
 def shipped_envs_dir() -> Path:
@@ -70,8 +83,9 @@ def user_envs_dir() -> Path:
     return Path(base) / "envs"
 
 
-def read_manifest(text: str, where: str) -> list[dict[str, Any]]:
-    """Parse and check a manifest; a malformed one is refused saying where and why."""
+def read_manifest(text: str, where: str, shipped: bool = True) -> list[dict[str, Any]]:
+    """Parse and check a manifest; a malformed one is refused saying where and why. Only the
+    package's own manifest (`shipped`) may list entries of origin 'shipped'."""
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -85,6 +99,9 @@ def read_manifest(text: str, where: str) -> list[dict[str, Any]]:
             raise TraceGymError(f"{where}: envs[{i}] lacks {', '.join(missing)}")
         if not str(entry["id"]).startswith(f"{NAMESPACE}/"):
             raise TraceGymError(f"{where}: envs[{i}].id {entry['id']!r} must start with '{NAMESPACE}/'")
+        if entry["origin"] == SHIPPED and not shipped:
+            raise TraceGymError(f"{where}: envs[{i}] ({entry['id']}) claims origin {SHIPPED!r}, which only the "
+                                f"manifest of the installed package may; synthesized envs are 'synthesized'")
     return envs
 
 
@@ -96,24 +113,46 @@ def envs_dirs() -> list[Path]:
     return dirs
 
 
-def _manifests() -> list[tuple[str, str]]:
-    """(text, where) of every manifest to load, the shipped one first."""
+def _manifests() -> list[tuple[str, str, bool]]:
+    """(text, where, is the package's own) of every manifest to load, the shipped one first."""
     out = []
     shipped = shipped_envs_dir() / "manifest.json"
     if shipped.is_file():
-        out.append((shipped.read_text(encoding="utf-8"), str(shipped)))
+        out.append((shipped.read_text(encoding="utf-8"), str(shipped), True))
     for directory in envs_dirs():
         extra = directory / "manifest.json"
-        if extra.is_file():
-            out.append((extra.read_text(encoding="utf-8"), str(extra)))
+        if extra.is_file() and extra.resolve() != shipped.resolve():
+            out.append((extra.read_text(encoding="utf-8"), str(extra), False))
     return out
 
 
-def _load_file_env(path: str, cls: str, **kwargs: Any) -> Any:
-    """An env class from a module file (synthesized envs outside the package)."""
-    from trace_gym.testing.envref import load_env_class
+def source_of(entry: EnvEntry) -> Any:
+    """Where an env worker finds an untrusted env's class: its module file (found without
+    importing it) and class name, as an EnvSource."""
+    from trace_gym.sandbox.proxy import EnvSource
 
-    return load_env_class(Path(path), cls)(**kwargs)
+    if entry.entry_point.startswith("file:"):
+        path, _, cls = entry.entry_point[len("file:"):].rpartition(":")
+        return EnvSource.from_file(path, cls or None)
+    module, _, cls = entry.entry_point.partition(":")
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
+        raise TraceGymError(f"{entry.id}: module {module!r} of its entry point is not found")
+    return EnvSource.from_file(spec.origin, cls or None)
+
+
+def _remote_env(env_id: str, **kwargs: Any) -> Any:
+    """A generated env, made in an env worker of the process's shared pool."""
+    from trace_gym.audit.lock import warn_if_unaudited
+    from trace_gym.sandbox.proxy import RemoteEnv
+
+    source = source_of(_ENTRIES[env_id])
+    warn_if_unaudited(Path(source.path))
+    render_mode = kwargs.pop("render_mode", None)
+    return RemoteEnv(source, kwargs, render_mode)
 
 
 _ENTRIES: dict[str, EnvEntry] = {}
@@ -123,8 +162,8 @@ def register_all() -> None:
     """Register the built-in envs and every manifest entry (idempotent)."""
     for env_id, spec in BUILTIN.items():
         _register(EnvEntry(env_id, spec["entry_point"], spec["description"], kind="target"))
-    for text, where in _manifests():
-        for entry in read_manifest(text, where):
+    for text, where, shipped in _manifests():
+        for entry in read_manifest(text, where, shipped):
             _register(EnvEntry(
                 id=entry["id"], entry_point=entry["entry_point"], description=entry["description"],
                 kind="capability", capability=entry["capability"], origin=entry["origin"],
@@ -137,9 +176,8 @@ def _register(entry: EnvEntry) -> None:
     if entry.id in gym.registry:
         return
     entry_point: Any = entry.entry_point
-    if entry_point.startswith("file:"):
-        path, _, cls = entry_point[len("file:"):].rpartition(":")
-        entry_point = functools.partial(_load_file_env, path, cls)
+    if not entry.trusted:
+        entry_point = functools.partial(_remote_env, entry.id)
     gym.register(id=entry.id, entry_point=entry_point, max_episode_steps=MAX_EPISODE_STEPS,
                  disable_env_checker=False)
 

@@ -82,7 +82,7 @@ HOSTILE = {
     "eval": ({"generate": "eval('1 + 1')"}, "evaluates code"),
     "global_random": ({"imports": "import random", "generate": "rng = Rng.from_seed(random.randrange(9))"}, "global random"),
     "clock": ({"imports": "import time", "generate": "rng = Rng.from_seed(int(time.time()))"}, "clock"),
-    "infinite_loop": ({"generate": "while True:\n    pass"}, "CPU"),
+    "infinite_loop": ({"generate": "while True:\n    pass"}, "endless loop"),
     "memory_bomb": ({"generate": "hog = [0] * (2 ** 34)"}, "out of memory"),
     "unstable_generator": (KIT_MUTANTS["determinism"], "determinism"),
     "oracle_rejected": (KIT_MUTANTS["oracle_solves"], "oracle scored"),

@@ -14,14 +14,14 @@ import pytest
 from tests.audit.mutants import HOSTILE, TEMPLATE, mutant
 from tests.conftest import REPO
 from trace_gym.audit import Limits, audit
-from trace_gym.audit.lock import UnauditedEnvWarning, read_lock, warn_if_unaudited
+from trace_gym.audit.lock import UnauditedEnvWarning, current_key, read_lock, stale_reason, warn_if_unaudited
 from trace_gym.cli import main
 from trace_gym.jsondata import sha256_bytes
 from trace_gym.testing import KIT_VERSION, KitSettings
 
 FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60,
                    adversary_seeds=24, wording_seeds=300, gold_seeds=40)
-TIGHT = Limits(cpu_seconds=8, memory_bytes=2 * 2**30, wall_seconds=40)
+TIGHT = Limits(cpu_seconds=8, memory_bytes=2 * 2**30, request_seconds=5, wall_seconds=40)
 SHIPPED = ["trace/precondition_verification-v0", "trace/structured_data_reasoning-v0",
            "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0"]
 
@@ -61,16 +61,16 @@ def test_sandbox_has_no_network_even_without_static_rules(tmp_path):
     thread.start()
     # bypass the static rules: run the dynamic audit on a module that connects at import
     from trace_gym.audit import AuditReport, _dynamic
-    from trace_gym.testing.envref import EnvRef
 
     code = TEMPLATE.read_text().replace("# HOOK:imports", "")
     path = tmp_path / "phone_home.py"
     path.write_text(code + f"\nimport socket as _s\n_s.create_connection(('127.0.0.1', {port}), timeout=3).sendall(b'leak')\n")
     report = AuditReport("x", str(path), None, "0", "1", "test")
-    _dynamic(report, EnvRef(path=str(path)), FAST, TIGHT)
+    _dynamic(report, path, None, FAST, TIGHT, None, False)
     server.close()
     thread.join(5)
     assert not report.passed and report.error
+    assert report.error.startswith("the module failed to load")
     assert any(word in report.error for word in ("refused", "unreachable")), report.error
     assert received == []
 
@@ -83,6 +83,7 @@ def test_shipped_env_passes_and_reproduces_its_lock_entry(env_id):
     assert report.seconds < 60
     entry = read_lock(REPO / "generated_envs")["entries"][report.code_sha256]
     assert entry["results"] == [{k: r[k] for k in ("name", "passed", "detail")} for r in report.results]
+    assert stale_reason(entry) is None
 
 
 def test_passing_audit_is_recorded_and_silences_the_warning(tmp_path):
@@ -92,7 +93,8 @@ def test_passing_audit_is_recorded_and_silences_the_warning(tmp_path):
     report = audit(str(path), FAST, TIGHT)
     assert report.passed and report.recorded, report.reasons()
     entry = read_lock(tmp_path)["entries"][sha256_bytes(path.read_bytes())]
-    assert entry["kit_version"] == KIT_VERSION and all(r["passed"] for r in entry["results"])
+    assert entry["kit_version"] == KIT_VERSION and entry["library_sha256"] == current_key()["library_sha256"]
+    assert all(r["passed"] for r in entry["results"]) and stale_reason(entry) is None
     assert "seconds" not in json.dumps(entry)
     path.write_text(path.read_text() + "\n")  # any change needs a new audit
     with pytest.warns(UnauditedEnvWarning):
@@ -100,14 +102,44 @@ def test_passing_audit_is_recorded_and_silences_the_warning(tmp_path):
 
 
 def test_shipped_manifest_and_lock_are_current():
+    """Fails when a shipped env's code, the kit version or the trace_gym modules it builds on
+    changed since its recorded audit: rerun `trace-gym audit ENV_ID` and commit the lock."""
     manifest = json.loads((REPO / "generated_envs" / "manifest.json").read_text())
     entries = read_lock(REPO / "generated_envs")["entries"]
     assert sorted(e["id"] for e in manifest["envs"]) == sorted(SHIPPED)
     for e in manifest["envs"]:
+        assert e["origin"] == "shipped"
         module = e["entry_point"].split(":")[0].rsplit(".", 1)[1]
         sha = sha256_bytes((REPO / "generated_envs" / f"{module}.py").read_bytes())
         assert e["sha256"] == sha, f"{e['id']}: manifest sha256 is stale; run trace-gym audit {e['id']}"
-        assert sha in entries, f"{e['id']}: no audit recorded for the current code; run trace-gym audit {e['id']}"
+        problem = stale_reason(entries.get(sha))
+        assert problem is None, f"{e['id']}: {problem}; run trace-gym audit {e['id']}"
+
+
+def test_a_lock_entry_goes_stale_with_the_kit_or_the_library(tmp_path):
+    entry = {"kit_version": KIT_VERSION, "library_sha256": current_key()["library_sha256"], "static": [],
+             "results": [{"name": "x", "passed": True, "detail": ""}]}
+    assert stale_reason(entry) is None
+    assert "kit version" in stale_reason({**entry, "kit_version": "0"})
+    assert "builds on changed" in stale_reason({**entry, "library_sha256": "0" * 64})
+    assert "did not pass" in stale_reason({**entry, "results": [{"name": "x", "passed": False, "detail": ""}]})
+    assert "no audit" in stale_reason(None)
+
+
+def test_require_isolation_refuses_to_pass_without_bubblewrap(tmp_path, monkeypatch, capsys):
+    import trace_gym.sandbox.isolation as isolation
+
+    path = mutant(tmp_path, "fine_env")
+    fallback = audit(str(path), FAST, TIGHT, record=False, isolation="fallback")
+    assert fallback.passed and not fallback.sandboxed and "FALLBACK" in fallback.isolation
+    monkeypatch.setattr(isolation, "bubblewrap_status", lambda: (False, "bwrap is not installed"))
+    required = audit(str(path), FAST, TIGHT, record=False, require_isolation=True)
+    assert not required.passed and required.results == []
+    assert any("bubblewrap isolation is required" in r and "not installed" in r for r in required.reasons())
+    assert main(["audit", str(path), "--require-isolation", "--no-record", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["passed"] is False
+    assert main(["audit", str(path), "--no-record"]) == 0  # without the flag, the fallback is used and said
+    assert "FALLBACK" in capsys.readouterr().out
 
 
 def test_shipped_envs_make_without_warning():

@@ -1,8 +1,13 @@
-"""The audit lock: passing audits recorded by code sha256, next to the manifest.
+"""The audit lock: passing audits recorded next to the manifest.
 
-`{"schema_version": 1, "entries": {sha256: {"env_id", "kit_version", "hypothesis_seed",
-"static": [...], "results": [{"name", "passed", "detail"}]}}}` (no timings, so an audit of
-unchanged code reproduces its entry exactly). Written atomically.
+`{"schema_version": 2, "entries": {code sha256: {"env_id", "kit_version", "library_sha256",
+"hypothesis_seed", "static": [...], "results": [{"name", "passed", "detail"}]}}}` (no
+timings, so an audit of unchanged code reproduces its entry exactly). An entry holds for a
+module only while all three of its key parts are current: the module's own sha256, the kit
+version (a kit that checks more must look again), and `library_sha256`, the hash of the
+trace_gym modules a generated env may import (`trace_gym.provenance.library_sha256`), so
+that a change to what the module builds on needs a new audit and an unrelated commit does
+not. Written atomically.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
 
 LOCK_NAME = "audit_lock.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class UnauditedEnvWarning(UserWarning):
@@ -38,21 +43,42 @@ def read_lock(directory: Path) -> dict[str, Any]:
 def record(directory: Path, code_sha256: str, entry: dict[str, Any]) -> None:
     """Record a passing audit; earlier versions of the same env id are dropped."""
     data = read_lock(directory)
+    data["schema_version"] = SCHEMA_VERSION
     if entry.get("env_id"):
         data["entries"] = {sha: e for sha, e in data["entries"].items() if e.get("env_id") != entry["env_id"]}
     data["entries"][code_sha256] = entry
     write_json_atomic(directory / LOCK_NAME, data)
 
 
+def current_key() -> dict[str, str]:
+    """The parts of a lock entry's key that do not depend on the module."""
+    from trace_gym.provenance import library_sha256
+    from trace_gym.testing import KIT_VERSION
+
+    return {"kit_version": KIT_VERSION, "library_sha256": library_sha256()}
+
+
+def stale_reason(entry: dict[str, Any] | None) -> str | None:
+    """Why a lock entry does not hold for the current kit and library (None: it holds)."""
+    if entry is None:
+        return "no audit recorded for the module's current code"
+    if entry.get("static") or not all(r.get("passed") for r in entry.get("results", [])) or not entry.get("results"):
+        return "the recorded audit did not pass"
+    key = current_key()
+    if entry.get("kit_version") != key["kit_version"]:
+        return f"audited with kit version {entry.get('kit_version')}, the kit is now version {key['kit_version']}"
+    if entry.get("library_sha256") != key["library_sha256"]:
+        return "the trace_gym modules it builds on changed since its audit"
+    return None
+
+
 def passing_entry(path: Path) -> dict[str, Any] | None:
-    """The lock entry of this module file's current code, when it passed."""
+    """The lock entry of this module file's current code, when it passed and still holds."""
     try:
         entry = read_lock(path.parent)["entries"].get(sha256_bytes(path.read_bytes()))
     except (OSError, ValueError):
         return None
-    if entry and all(r["passed"] for r in entry.get("results", [])) and not entry.get("static"):
-        return entry
-    return None
+    return entry if stale_reason(entry) is None else None
 
 
 _CHECKED: dict[tuple[str, float, int], bool] = {}
@@ -69,6 +95,7 @@ def warn_if_unaudited(path: Path) -> bool:
         _CHECKED[key] = passing_entry(path) is not None
         if not _CHECKED[key]:
             warnings.warn(UnauditedEnvWarning(
-                f"{path.name} has no passing audit for its current code; run `trace-gym audit {path}` "
-                "before training on it"), stacklevel=4)
+                f"{path.name} has no passing audit for its current code, kit and library; run "
+                f"`trace-gym audit {path}` before training on it (it runs in the sandboxed env worker "
+                "either way)"), stacklevel=4)
     return _CHECKED[key]

@@ -82,7 +82,8 @@ def load_selection(path: Path) -> dict[str, Any]:
 
 @dataclass
 class Calibration:
-    """Roll the staged env out with a base policy and check the bands."""
+    """Roll the staged env out with a base policy and check the bands. The module runs in
+    the sandboxed env worker, as it will in training, never in this process."""
 
     policy_factory: Callable[[], Any]
     seeds: int = 100
@@ -91,13 +92,16 @@ class Calibration:
 
     def run(self, path: Path) -> dict[str, Any]:
         from trace_gym.calibration import Bands, calibrate
-        from trace_gym.testing.envref import EnvRef
+        from trace_gym.sandbox.proxy import EnvSource, RemoteEnv
         from trace_gym.trajectory import run_episode
 
-        env = EnvRef(path=str(path)).make()
-        policy = self.policy_factory()
-        records = [run_episode(env, policy, env_id="staged", seed=seed, sample=sample)
-                   for seed in range(self.seeds) for sample in range(self.samples)]
+        env = RemoteEnv(EnvSource.from_file(path))
+        try:
+            policy = self.policy_factory()
+            records = [run_episode(env, policy, env_id="staged", seed=seed, sample=sample)
+                       for seed in range(self.seeds) for sample in range(self.samples)]
+        finally:
+            env.close()
         return calibrate(records, self.bands or Bands())
 
 
@@ -126,7 +130,8 @@ def _manifest_entry(envs_dir: Path, name: str, cls: str, description: str, sha: 
 def install(envs_dir: Path, name: str, code: str, description: str, results: list[dict[str, Any]],
             replace: bool = False) -> Path:
     """Put an audited module in the envs directory with its manifest and lock entries."""
-    from trace_gym.testing import HYPOTHESIS_SEED, KIT_VERSION
+    from trace_gym.audit.lock import current_key
+    from trace_gym.testing import HYPOTHESIS_SEED
 
     envs_dir.mkdir(parents=True, exist_ok=True)
     target = envs_dir / f"{name}.py"
@@ -143,7 +148,7 @@ def install(envs_dir: Path, name: str, code: str, description: str, results: lis
     tmp = target.with_suffix(".py.partial")
     tmp.write_text(code, encoding="utf-8")
     tmp.replace(target)
-    record_lock(envs_dir, sha, {"env_id": env_id, "kit_version": KIT_VERSION, "hypothesis_seed": HYPOTHESIS_SEED,
+    record_lock(envs_dir, sha, {"env_id": env_id, **current_key(), "hypothesis_seed": HYPOTHESIS_SEED,
                                 "static": [], "results": results})
     manifest["envs"] = [e for e in manifest["envs"] if e["id"] != env_id]
     manifest["envs"].append(_manifest_entry(envs_dir, name, cls, description, sha))

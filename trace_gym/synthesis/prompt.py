@@ -44,18 +44,24 @@ CONTRACT = """\
 
 
 def audit_rules() -> str:
-    from trace_gym.audit.static import ALLOWED_MODULES, REFUSED_CALLS
+    from trace_gym.audit.static import ALLOWED_MODULES, REFUSED_BUILTINS, TRACE_GYM_MODULES
 
     return (
-        f"- Imports allowed: {', '.join(sorted(ALLOWED_MODULES))}. Nothing else.\n"
-        f"- Refused calls: {', '.join(sorted(REFUSED_CALLS))}; no dunder attribute access, no "
-        "`global`, no numpy module-level random functions, no unseeded generators, no clocks.\n"
-        "- Dynamic checks, in a sandbox with CPU, memory and time limits and no network: "
-        "check_env, determinism (also across processes with different PYTHONHASHSEED), the oracle "
+        f"- Imports allowed: {', '.join(sorted(ALLOWED_MODULES))}, and from trace_gym only "
+        f"{', '.join(TRACE_GYM_MODULES)}, and from those only the names they define themselves. "
+        "Nothing else.\n"
+        "- A module is a namespace: use `np.array`, never `np` itself as a value.\n"
+        f"- Refused in any form (called, aliased, stored, passed along): {', '.join(sorted(REFUSED_BUILTINS))}; "
+        "no dunder attribute access, no attribute access by string (operator.attrgetter, string.Formatter, "
+        "format strings with attribute or item fields: use f-strings), no `global`, no numpy module-level "
+        "random functions, no generator or bit generator without a seed, no numpy file IO, no clocks.\n"
+        "- Dynamic checks, with the module in a sandbox (no network, no writable files, CPU, memory and time "
+        "limits): check_env, determinism (also across processes with different PYTHONHASHSEED), the oracle "
         "scores 1.0 and every oracle write is accepted by the world, any change to an oracle write "
         "argument scores below 1, degenerate policies and adversaries score low, the request's "
         "wording does not predict the task's `decision` (a bag-of-words classifier may not beat "
-        "the majority class by more than 0.05), malformed actions never raise, `hidden` values never appear in system or user "
+        "the majority class by more than 0.05), malformed actions never raise, `hidden` values (a list "
+        "on every task, empty when there is nothing to find) never appear in system or user "
         "messages, tool schemas are the target's, tasks differ across seeds, train and test seeds "
         "give different tasks."
     )

@@ -4,8 +4,9 @@
     report = run_kit(EnvRef(env_id="trace/precondition_verification-v0"))
     assert report.passed, report.failures()
 
-The test suite runs it over every registered env; `trace-gym audit` runs it, sandboxed,
-over generated code before any training.
+The test suite runs it over every registered env; `trace-gym audit` runs it over generated
+code before any training. The kit always runs in a trusted process: generated code is loaded
+only by a sandboxed env worker, and the kit drives it through `RemoteEnv` (see EnvRef).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_gym.testing.envref import EnvRef, load_env_class
+from trace_gym.testing.envref import EnvRef
+from trace_gym.sandbox.pool import WorkerLost
 from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
 
-KIT_VERSION = "2"
+KIT_VERSION = "3"
+"""Bumped when a property changes what it accepts (a lock entry of another version is stale)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def run_property(name: str, ref: EnvRef, settings: KitSettings = KitSettings(), 
         passed = True
     except PropertyFailed as exc:
         detail, passed = str(exc), False
-    except MemoryError:  # a resource limit, not a property: stop the whole kit at once
+    except (MemoryError, WorkerLost):  # a resource limit or a lost worker, not a property: stop the kit
         raise
     except Exception as exc:  # noqa: BLE001  (an env that crashes fails the property, with the error)
         detail, passed = f"raised {type(exc).__name__}: {exc}", False
@@ -71,4 +74,4 @@ def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] 
 
 
 __all__ = ["KIT_VERSION", "HYPOTHESIS_SEED", "EnvRef", "KitSettings", "KitReport", "PropertyResult",
-           "PropertyFailed", "PROPERTIES", "run_kit", "run_property", "load_env_class"]
+           "PropertyFailed", "PROPERTIES", "run_kit", "run_property"]

@@ -1,53 +1,91 @@
 """How the kit names the env it checks: a registered id, or a module file (generated code
-that is not installed yet), so the same check can run in this process or in a sandbox."""
+that is not installed yet).
+
+The kit never imports generated code. A trusted env (a target, or a manifest entry with
+origin `shipped`) is made in this process; anything else is a `RemoteEnv` whose module is
+loaded in a sandboxed env worker (`trace_gym.sandbox`), and the kit drives it through the
+env's public surface only.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import inspect
+import contextlib
 import json
-import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from trace_gym.env import TraceEnv
 from trace_gym.errors import TraceGymError
 
 
 @dataclass(frozen=True)
 class EnvRef:
     """An env to check: `env_id` (registered) or `path` to a module (and optionally the
-    class name `attr`; default: the one TraceEnv subclass the module defines)."""
+    class name `attr`; default: the one TraceEnv subclass the module defines). `pool` hosts
+    untrusted code (default: the process's shared pool)."""
 
     env_id: str | None = None
     path: str | None = None
     attr: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    pool: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.env_id is None) == (self.path is None):
             raise TraceGymError("an EnvRef needs exactly one of env_id and path")
 
-    def env_class(self) -> type[TraceEnv]:
-        if self.env_id is not None:
+    @property
+    def trusted(self) -> bool:
+        """True for an env the registry runs in this process (targets and shipped envs)."""
+        if self.path is not None:
+            return False
+        from trace_gym.registry import entry
+
+        return entry(self.env_id).trusted
+
+    def source(self) -> Any:
+        """Where a worker finds the env's class (an EnvSource)."""
+        from trace_gym.registry import entry, source_of
+        from trace_gym.sandbox.proxy import EnvSource
+
+        if self.path is not None:
+            return EnvSource.from_file(self.path, self.attr)
+        return source_of(entry(self.env_id))
+
+    def make(self, **extra: Any) -> Any:
+        """A new, unwrapped env: in this process when trusted, else a RemoteEnv that raises
+        (rather than truncates) when its worker overruns a limit, so the kit reports it."""
+        kwargs = {**self.kwargs, **extra}
+        if self.trusted:
             import gymnasium as gym
 
             import trace_gym  # noqa: F401  (registers the ids)
 
-            return type(gym.spec(self.env_id).make(**self.kwargs).unwrapped)
-        return load_env_class(Path(self.path), self.attr)
+            return gym.make(self.env_id, **kwargs).unwrapped
+        from trace_gym.sandbox.proxy import RemoteEnv
 
-    def make(self, **extra: Any) -> TraceEnv:
-        """A new, unwrapped env."""
-        if self.env_id is not None:
-            import gymnasium as gym
+        render_mode = kwargs.pop("render_mode", None)
+        return RemoteEnv(self.source(), kwargs, render_mode, pool=self.pool, on_timeout="raise")
 
-            import trace_gym  # noqa: F401
+    @contextlib.contextmanager
+    def fresh_process(self, env: dict[str, str]) -> Iterator[Any]:
+        """The env in a new worker process with extra environment variables (trusted envs
+        too: their entry point is loaded by name), closed afterwards."""
+        from trace_gym.sandbox.pool import WorkerPool, default_pool
+        from trace_gym.sandbox.proxy import EnvSource, RemoteEnv
 
-            return gym.make(self.env_id, **{**self.kwargs, **extra}).unwrapped
-        return self.env_class()(**{**self.kwargs, **extra})
+        base = self.pool or default_pool()
+        pool: WorkerPool = base.spawn(env)
+        try:
+            if self.trusted:
+                from trace_gym.registry import entry
+
+                source = EnvSource(entry_point=entry(self.env_id).entry_point)
+            else:
+                source = self.source()
+            yield RemoteEnv(source, dict(self.kwargs), pool=pool, on_timeout="raise")
+        finally:
+            pool.close()
 
     def describe(self) -> str:
         return self.env_id or f"{self.path}{':' + self.attr if self.attr else ''}"
@@ -58,34 +96,3 @@ class EnvRef:
     @classmethod
     def from_json(cls, text: str) -> EnvRef:
         return cls(**json.loads(text))
-
-
-_LOADED: dict[str, type[TraceEnv]] = {}
-
-
-def load_env_class(path: Path, attr: str | None = None) -> type[TraceEnv]:
-    """Import a module from its file and return its env class."""
-    path = path.resolve()
-    key = f"{path}:{attr}"
-    if key in _LOADED:
-        return _LOADED[key]
-    name = f"trace_gym_loaded_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise TraceGymError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    if attr is not None:
-        cls = getattr(module, attr, None)
-        if not (inspect.isclass(cls) and issubclass(cls, TraceEnv)):
-            raise TraceGymError(f"{path}: {attr!r} is not a TraceEnv subclass")
-    else:
-        found = [c for c in vars(module).values()
-                 if inspect.isclass(c) and issubclass(c, TraceEnv) and c.__module__ == name]
-        if len(found) != 1:
-            raise TraceGymError(f"{path}: expected exactly one TraceEnv subclass, found "
-                                f"{[c.__name__ for c in found] or 'none'}")
-        cls = found[0]
-    _LOADED[key] = cls
-    return cls

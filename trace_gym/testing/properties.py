@@ -7,8 +7,6 @@ import contextlib
 import functools
 import io
 import json
-import subprocess
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,28 +117,18 @@ def determinism(ref: EnvRef, s: KitSettings) -> str:
     return f"{s.examples} seeds reproduced in two env instances"
 
 
-def determinism_across_processes(ref: EnvRef, s: KitSettings,
-                                 runner: Callable[[list[str], dict[str, str]], str] | None = None) -> str:
-    """The same seeds in two fresh processes with different PYTHONHASHSEED."""
+def determinism_across_processes(ref: EnvRef, s: KitSettings) -> str:
+    """The same seeds in two fresh env workers with different PYTHONHASHSEED."""
     seeds = _seeds(max(4, s.examples // 4))
-    runner = runner or _subprocess_runner
-    outputs = [runner([sys.executable, "-m", "trace_gym.testing.fingerprint", ref.to_json(), json.dumps(seeds)],
-                      {"PYTHONHASHSEED": hash_seed}) for hash_seed in ("1", "2")]
-    prints = [json.loads(out) for out in outputs]
+    prints = []
+    for hash_seed in ("1", "2"):
+        with ref.fresh_process({"PYTHONHASHSEED": hash_seed}) as env:
+            prints.append({seed: policies.fingerprint(env, seed) for seed in seeds})
     if prints[0] != prints[1]:
-        differing = [seed for seed in prints[0] if prints[0][seed] != prints[1].get(seed)]
+        differing = [seed for seed in seeds if prints[0][seed] != prints[1][seed]]
         _fail(f"seeds {differing[:5]} differ between two processes (PYTHONHASHSEED 1 and 2): "
               f"the task depends on something other than the seed")
     return f"{len(seeds)} seeds identical in two processes"
-
-
-def _subprocess_runner(argv: list[str], env: dict[str, str]) -> str:
-    import os
-
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-    if proc.returncode != 0:
-        _fail(f"fingerprint process failed: {proc.stderr.strip()[-500:]}")
-    return proc.stdout
 
 
 def oracle_solves(ref: EnvRef, s: KitSettings) -> str:
@@ -365,13 +353,22 @@ def rewards_in_range(ref: EnvRef, s: KitSettings) -> str:
 
 
 def no_leak(ref: EnvRef, s: KitSettings) -> str:
+    """The values the agent must find (`task.hidden`) are never in the system or user
+    messages. A task must declare them: an env whose task has no `hidden` field fails (an
+    empty list says there is nothing to hide)."""
     env = ref.make()
     checked = 0
     for seed in _seeds(s.oracle_seeds):
         obs, _ = env.reset(seed=seed)
-        hidden = [h for h in getattr(env.task, "hidden", []) if h]
+        try:
+            hidden = env.task.hidden
+        except AttributeError:
+            _fail(f"seed {seed}: the task has no 'hidden' field; list the values the agent must find out "
+                  "(an empty list when there are none)")
+        if not isinstance(hidden, (list, tuple)) or not all(isinstance(h, str) for h in hidden):
+            _fail(f"seed {seed}: task.hidden must be a list of strings, got {hidden!r:.100}")
         said = [m["content"] for m in obs if m["role"] in ("system", "user") and m.get("content")]
-        for secret in hidden:
+        for secret in (h for h in hidden if h):
             checked += 1
             if any(secret in text for text in said):
                 _fail(f"seed {seed}: the answer {secret!r} appears in the system or user messages")
