@@ -158,6 +158,8 @@ def parse_action(action: Any) -> ParsedAction:
 
 
 def _parse_action(action: Any) -> ParsedAction:
+    if type(action) is ParsedAction:  # already read (an env worker gets what its client read)
+        return action
     if isinstance(action, str):
         return parse_text(action)
     if isinstance(action, dict):
