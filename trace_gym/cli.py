@@ -174,20 +174,28 @@ def _rollout_mode(policy: str) -> str:
     return {"endpoint": "thread", "local": "batch"}.get(policy, "process")
 
 
-def _run_rollout(args: argparse.Namespace, out: Path, samples: int) -> None:
+def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, default_out: str = "") -> Path:
+    """Roll out as the arguments say; without `out`, into `default_out` with the run's
+    fingerprint id appended (another policy, model, adapter, sampling, hint or env version
+    gets another file). Returns the file."""
     from trace_gym.registry import entry
     from trace_gym.rollout import rollout, run_batched
+    from trace_gym.runs import fingerprint_id, run_fingerprint
     from trace_gym.seeding import parse_seed_range, seeds
 
     env_id = entry(args.env_id).id
     start, stop = parse_seed_range(args.seeds)
     mode = _rollout_mode(args.policy)
-    summary = rollout(env_id, policy_factory(args), seeds(args.split, start, stop), out, samples=samples,
+    factory = policy_factory(args)
+    fingerprint = run_fingerprint(env_id, factory, hint=args.hint)
+    out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
+    summary = rollout(env_id, factory, seeds(args.split, start, stop), out, samples=samples,
                       hint=args.hint, workers=args.workers, mode=mode, progress=not args.quiet,
-                      runner=run_batched if mode == "batch" else None)
+                      runner=run_batched if mode == "batch" else None, fingerprint=fingerprint)
     if not args.quiet:
         print(f"{summary.written} episode(s) written to {summary.path}; {summary.skipped} already there",
               file=sys.stderr)
+    return out
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
@@ -199,8 +207,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from trace_gym.evaluation import evaluate
     from trace_gym.rollout import read_records
 
-    out = Path(args.out or f"runs/eval/{args.env_id.replace('/', '_')}-{args.policy}-{args.split}-{args.seeds.replace(':', '_')}-k{args.trials}.jsonl")
-    _run_rollout(args, out, args.trials)
+    default = f"runs/eval/{args.env_id.replace('/', '_')}-{args.policy}-{args.split}-{args.seeds.replace(':', '_')}-k{args.trials}"
+    out = _run_rollout(args, Path(args.out) if args.out else None, args.trials, default)
     from trace_gym.registry import entry
     from trace_gym.seeding import parse_seed_range, seeds
 
@@ -216,7 +224,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     console = Console()
     lo, hi = metrics["pass_rate_ci95"]
-    console.print(f"[bold]{env_id}[/bold]  {metrics['tasks']} tasks x {args.trials} trials  policy {args.policy}")
+    console.print(f"[bold]{env_id}[/bold]  {metrics['tasks']} tasks x {args.trials} trials  policy {args.policy}  ({out})")
     console.print(f"pass rate {metrics['pass_rate']:.3f} (95% CI {lo:.3f}-{hi:.3f})  mean reward "
                   f"{metrics['mean_reward']:.3f}  " + "  ".join(f"pass^{k} {v:.3f}" for k, v in metrics["pass_hat_k"].items()))
     for title, key in (("by task kind", "by_task_kind"), ("by capability needed", "by_capability")):
@@ -305,8 +313,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from trace_gym.rollout import read_records
 
     bands = _bands(args)
-    out = Path(args.out or f"runs/calibration/{args.env_id.replace('/', '_')}-{args.policy}.jsonl")
-    _run_rollout(args, out, args.samples)
+    default = f"runs/calibration/{args.env_id.replace('/', '_')}-{args.policy}"
+    out = _run_rollout(args, Path(args.out) if args.out else None, args.samples, default)
     from trace_gym.seeding import parse_seed_range, seeds
 
     wanted = set(seeds(args.split, *parse_seed_range(args.seeds)))
@@ -393,10 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--split", default="train" if name == "rollout" else "test", choices=["train", "test"])
         if name == "rollout":
             p.add_argument("--samples", type=COUNT, default=1, help="episodes per seed")
-            p.add_argument("--out", required=True, help="JSON Lines file (appended; a rerun resumes)")
+            p.add_argument("--out", required=True, help="JSON Lines file (appended; a rerun with the same settings "
+                           "resumes, other settings are refused)")
         else:
             p.add_argument("--trials", type=COUNT, default=1, help="episodes per seed (for pass^k)")
-            p.add_argument("--out", help="where the trajectories go (default: runs/eval/...)")
+            p.add_argument("--out", help="where the trajectories go (default: runs/eval/...-<run fingerprint>.jsonl)")
             p.add_argument("--json", action="store_true")
         p.add_argument("--workers", type=COUNT, default=max(1, (os.cpu_count() or 1)),
                        help="parallel episodes (processes, threads or batch size, by policy)")
@@ -452,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="0:100", help="A:B, indices into the split")
     p.add_argument("--split", default="train", choices=["train", "test"])
     p.add_argument("--samples", type=COUNT, default=16, help="samples per seed (a GRPO group)")
-    p.add_argument("--out", help="trajectory file (default: runs/calibration/...)")
+    p.add_argument("--out", help="trajectory file (default: runs/calibration/...-<run fingerprint>.jsonl)")
     p.add_argument("--workers", type=COUNT, default=max(1, (os.cpu_count() or 1)))
     p.add_argument("--hint", action="store_true")
     p.add_argument("--quiet", action="store_true")

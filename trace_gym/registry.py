@@ -16,6 +16,7 @@ that claims it is refused). They run in this process. Every other env is generat
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import json
 import os
@@ -142,6 +143,18 @@ def source_of(entry: EnvEntry) -> Any:
     if spec is None or spec.origin is None:
         raise TraceGymError(f"{entry.id}: module {module!r} of its entry point is not found")
     return EnvSource.from_file(spec.origin, cls or None)
+
+
+def env_sha256(env_id: str) -> str:
+    """The code sha256 an env's trajectories record (trace_gym.provenance), without making
+    the env: a trusted env's class is imported, generated code is only read."""
+    e = entry(env_id)
+    if not e.trusted:
+        from trace_gym.provenance import source_sha256
+
+        return source_sha256(source_of(e))
+    module, _, attr = e.entry_point.partition(":")
+    return getattr(importlib.import_module(module), attr).code_sha256()
 
 
 def _remote_env(env_id: str, **kwargs: Any) -> Any:
