@@ -40,6 +40,9 @@ class Analyst:
     cache_dir: Path | None = None
     max_requests: int | None = None
     temperature: float = 0.0
+    seed: int | None = None
+    """Sent with each request (a server that supports it samples reproducibly) and part of
+    the cache key."""
     retries: int = 3
     requests: int = 0
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
@@ -56,15 +59,17 @@ class Analyst:
         write_json_atomic(self.cache_dir / f"{key}.json", {"content": content})
 
     def complete(self, messages: list[dict[str, str]]) -> str:
-        key = hashlib.sha256(json.dumps([self.model, self.temperature, messages], sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([self.model, self.temperature, self.seed, messages],
+                                        sort_keys=True).encode()).hexdigest()
         cached = self._cached(key)
         if cached is not None:
             return cached
         if self.max_requests is not None and self.requests >= self.max_requests:
             raise AnalystError(f"the request cap ({self.max_requests}) is reached; rerun to continue from the cache")
         self.requests += 1
+        extra = {} if self.seed is None else {"seed": self.seed}  # servers that support it sample reproducibly
         response = self.client.chat.completions.create(model=self.model, messages=messages,
-                                                       temperature=self.temperature)
+                                                       temperature=self.temperature, **extra)
         if response.usage is not None:
             self.usage["prompt_tokens"] += response.usage.prompt_tokens or 0
             self.usage["completion_tokens"] += response.usage.completion_tokens or 0

@@ -31,6 +31,22 @@ class AnalysisConfig:
     """Characters of trajectory summaries per request."""
     workers: int = 4
     """Labelling runs in parallel."""
+    labelling_temperature: float = 0.7
+    """Sampling temperature of each labelling run: the runs are independent samples (at 0,
+    in one order, they are near-copies and K of N measures little)."""
+    discovery_temperature: float = 0.0
+    """Sampling temperature of the discovery pass."""
+    seed: int = 0
+    """Seed of each labelling run's order of trajectories and capabilities (recorded)."""
+
+    def __post_init__(self) -> None:
+        from trace_gym.config import require
+
+        for name in ("labelling_temperature", "discovery_temperature"):
+            value = getattr(self, name)
+            require(self, name, isinstance(value, (int, float)) and 0 <= value <= 2, "must be a number in [0, 2]")
+        require(self, "seed", type(self.seed) is int and self.seed >= 0, "must be an integer >= 0")
+        require(self, "runs", self.runs == self.params.n, f"must equal params.n={self.params.n} (K of N runs)")
 
 
 def make_analyst_factory(config: AnalysisConfig, out_dir: Path):
@@ -46,11 +62,14 @@ def make_analyst_factory(config: AnalysisConfig, out_dir: Path):
     key = config.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
     shared: dict[str, Any] = {"requests": 0}
 
-    def factory() -> Analyst:
+    def factory(temperature: float = 0.0, seed: int | None = None) -> Analyst:
         analyst = Analyst(OpenAI(base_url=url, api_key=key, max_retries=3, timeout=300), model,
-                          cache_dir=Path(out_dir) / "llm_cache", max_requests=config.max_requests)
+                          cache_dir=Path(out_dir) / "llm_cache", max_requests=config.max_requests,
+                          temperature=temperature, seed=seed)
         shared.setdefault("analysts", []).append(analyst)
         return analyst
+
+    shared["model"] = model
 
     return factory, shared
 
@@ -62,26 +81,22 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
     records = load_records(list(inputs))
     passed = {r["id"]: bool(r["passed"]) for r in records}
     log(f"{len(records)} trajectories: {sum(passed.values())} passed, {len(records) - sum(passed.values())} failed")
+    labelling = None
     if config.labeller == "programmatic":
         definitions = dict(cap.DESCRIPTIONS)
         runs = [programmatic.label_all(records, list(cap.ALL)) for _ in range(config.runs)]
         usage = None
     elif config.labeller == "llm":
-        from trace_gym.analysis.discovery import discover
-        from trace_gym.analysis.labelling import label_runs
+        from trace_gym.analysis.labelling import label_runs, run_seed
 
         factory, shared = make_analyst_factory(config, out_dir)
-        discovered_path = out_dir / "discovered_capabilities.json"
-        if discovered_path.is_file():
-            capabilities = json.loads(discovered_path.read_text())["capabilities"]
-        else:
-            capabilities = discover(factory(), records, budget_chars=config.budget_chars)
-            from trace_gym.audit.lock import write_json_atomic
-
-            write_json_atomic(discovered_path, {"capabilities": capabilities})
+        capabilities = _discovered(factory, shared["model"], records, config, out_dir, log)
         log(f"discovered: {', '.join(c['name'] for c in capabilities)}")
         definitions = {c["name"]: c["definition"] for c in capabilities}
-        runs = label_runs(factory, capabilities, records, config.runs, out_dir, workers=config.workers,
+        labelling = {"temperature": config.labelling_temperature, "seed": config.seed, "model": shared["model"]}
+        runs = label_runs(lambda seed: factory(config.labelling_temperature, seed), capabilities, records,
+                          config.runs, out_dir, workers=config.workers, seed=config.seed,
+                          settings={"temperature": config.labelling_temperature, "model": shared["model"]},
                           budget_chars=config.budget_chars, limits=SummaryLimits())
         usage = {k: sum(a.usage[k] for a in shared.get("analysts", [])) for k in ("prompt_tokens", "completion_tokens")}
         usage["requests"] = sum(a.requests for a in shared.get("analysts", []))
@@ -89,9 +104,12 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
         from trace_gym.errors import InvalidConfig
 
         raise InvalidConfig(f"labeller={config.labeller!r}; allowed: programmatic, llm")
-    params = agg.Params(rho=config.params.rho, delta=config.params.delta, k=config.params.k, n=config.runs)
+    params = config.params
     summaries = agg.aggregate(runs, passed, params)
     data = report.selection(summaries, definitions, records, runs, params, sha256_json(sorted(passed.items())))
+    if labelling is not None:
+        data["labelling"] = {**labelling, "runs": config.runs,
+                             "run_seeds": [run_seed(config.seed, i) for i in range(config.runs)]}
     if usage is not None:  # kept apart: a resumed run asks less but must select the same
         from trace_gym.audit.lock import write_json_atomic
 
@@ -101,3 +119,27 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
     report.write(out_dir, data)
     report.chart(out_dir, data)
     return data
+
+
+def _discovered(factory, model: str, records: list[dict[str, Any]], config: AnalysisConfig, out_dir: Path,
+                log) -> list[dict[str, Any]]:
+    """The discovery pass, read back from discovered_capabilities.json only when it was made
+    from the same inputs: the trajectories (ids, outcomes, summaries), the model, the
+    settings and the prompt."""
+    from trace_gym.analysis.discovery import discover
+    from trace_gym.jsondata import write_json_atomic
+    from trace_gym.resources import read_prompt
+    from trace_gym.trajectory import summarize
+
+    key = sha256_json({"trajectories": sorted((r["id"], bool(r["passed"]), sha256_json(summarize(r))) for r in records),
+                       "model": model, "temperature": config.discovery_temperature,
+                       "budget_chars": config.budget_chars, "prompt": read_prompt("capability_discovery.md")})
+    path = Path(out_dir) / "discovered_capabilities.json"
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("key") == key:
+            return saved["capabilities"]
+        log(f"{path.name} was made from other inputs; discovering again")
+    capabilities = discover(factory(config.discovery_temperature), records, budget_chars=config.budget_chars)
+    write_json_atomic(path, {"key": key, "capabilities": capabilities})
+    return capabilities

@@ -268,14 +268,16 @@ def _cmd_tiny_agent(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from trace_gym.analysis.aggregate import Params
+    from trace_gym.analysis.aggregate import Params, default_k
     from trace_gym.analysis.pipeline import AnalysisConfig, analyze
     from trace_gym.analysis.report import table
 
+    k = args.k if args.k is not None else default_k(args.runs)
     config = AnalysisConfig(labeller=args.labeller, runs=args.runs,
-                            params=Params(rho=args.rho, delta=args.delta, k=args.k, n=args.runs),
+                            params=Params(rho=args.rho, delta=args.delta, k=k, n=args.runs),
                             base_url=args.base_url, model=args.model, api_key=args.api_key,
-                            max_requests=args.max_requests, workers=args.workers)
+                            max_requests=args.max_requests, workers=args.workers,
+                            labelling_temperature=args.labelling_temperature, seed=args.seed)
     data = analyze(args.runs_files, args.out, config, log=lambda m: print(m, file=sys.stderr))
     if args.json:
         print(json.dumps(data))
@@ -422,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--labeller", default="programmatic", choices=["programmatic", "llm"])
     p.add_argument("--runs", type=int, default=selection.n, help="labelling runs N")
-    p.add_argument("--k", type=int, default=selection.k, help="runs a capability must pass (K of N)")
+    p.add_argument("--k", type=int, help=f"runs a capability must pass (K of N; default {selection.k} of "
+                   f"{selection.n}, the same share of another N, rounded up)")
     p.add_argument("--rho", type=float, default=selection.rho, help="coverage threshold")
     p.add_argument("--delta", type=float, default=selection.delta, help="Delta threshold")
     p.add_argument("--base-url", help="analyst endpoint (default: $OPENAI_BASE_URL or $VLLM_BASE_URLS)")
@@ -430,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key")
     p.add_argument("--max-requests", type=COUNT, help="cap on LLM requests (rerun to continue)")
     p.add_argument("--workers", type=COUNT, default=4, help="labelling runs in parallel")
+    p.add_argument("--labelling-temperature", type=float, default=0.7,
+                   help="sampling temperature of each labelling run (independent samples, not copies)")
+    p.add_argument("--seed", type=NON_NEGATIVE, default=0, help="seed of the runs' orders (recorded)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_analyze)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trace_gym.analysis.aggregate import Params, aggregate, run_metrics
+from trace_gym.analysis.aggregate import Params, aggregate, default_k, run_metrics
 from trace_gym.errors import InvalidConfig
 
 labels_st = st.sampled_from(["NA", "PRESENT", "LACKING"])
@@ -21,11 +23,58 @@ def labelled(draw, min_size=1, max_size=30):
 
 
 @given(labelled())
-def test_metrics_in_range(data):
+def test_metrics_are_trace_formulas_over_counts_made_here(data):
     labels, passed = data
+    failed = [t for t in passed if not passed[t]]
+    count = {(lab, ok): sum(1 for t in labels if labels[t] == lab and passed[t] == ok)
+             for lab in ("LACKING", "PRESENT") for ok in (True, False)}
+    lf, pf, lp, pp = count["LACKING", False], count["PRESENT", False], count["LACKING", True], count["PRESENT", True]
+    er_minus = Fraction(lf, lf + pf) if lf + pf else 0
+    er_plus = Fraction(lp, lp + pp) if lp + pp else 0
     m = run_metrics(labels, passed)
-    assert 0.0 <= m["cov"] <= 1.0 and 0.0 <= m["er_minus"] <= 1.0 and 0.0 <= m["er_plus"] <= 1.0
-    assert -1.0 <= m["delta"] <= 1.0 and m["delta"] == pytest.approx(m["er_minus"] - m["er_plus"])
+    assert (m["LF"], m["PF"], m["LP"], m["PP"]) == (lf, pf, lp, pp)
+    assert m["cov"] == (Fraction(lf, len(failed)) if failed else 0)
+    assert m["er_minus"] == er_minus and m["er_plus"] == er_plus and m["delta"] == er_minus - er_plus
+
+
+def _labels(lacking_failed, present_failed, lacking_passed, present_passed):
+    labels, passed = {}, {}
+    for prefix, n, label, ok in (("lf", lacking_failed, "LACKING", False), ("pf", present_failed, "PRESENT", False),
+                                 ("lp", lacking_passed, "LACKING", True), ("pp", present_passed, "PRESENT", True)):
+        for i in range(n):
+            labels[f"{prefix}{i}"], passed[f"{prefix}{i}"] = label, ok
+    return labels, passed
+
+
+@pytest.mark.parametrize("counts, selected", [
+    ((3, 7, 1, 9), True),     # Delta = 3/10 - 1/10 = 0.2 exactly (floats give 0.19999999999999998)
+    ((29, 71, 1, 9), False),  # Delta = 0.29 - 0.1 = 0.19 < 0.2
+    ((1, 9, 0, 5), False),    # Cov = 0.1 passes, Delta = 0.1 < 0.2
+    ((7, 3, 1, 9), True),     # Delta = 0.7 - 0.1 = 0.6 (float 0.6 - 0.1 = 0.49999999999999994 > 0.2 either way)
+])
+def test_threshold_decisions_are_exact(counts, selected):
+    labels, passed = _labels(*counts)
+    assert 0.3 - 0.1 < 0.2  # the float trap this guards against
+    (summary,) = aggregate([{"c": labels}] * 10, passed, Params())
+    assert summary["passes_consistency"] is selected and summary["runs_passed"] == (10 if selected else 0)
+
+
+def test_coverage_exactly_at_rho_passes_and_just_below_fails():
+    labels, passed = _labels(1, 0, 0, 5)  # one failed trajectory of ten is LACKING: Cov 1/10
+    passed.update({f"f{i}": False for i in range(9)})
+    labels.update({f"f{i}": "NA" for i in range(9)})
+    (at,) = aggregate([{"c": labels}] * 10, passed, Params(rho=0.1))
+    (above,) = aggregate([{"c": labels}] * 10, passed, Params(rho=0.11))
+    assert at["passes_consistency"] and not above["passes_consistency"]
+
+
+def test_aggregation_takes_exactly_n_runs():
+    labels, passed = _labels(3, 0, 0, 3)
+    with pytest.raises(InvalidConfig, match="20 labelling runs given, but the selection rule is K=8 of N=10"):
+        aggregate([{"c": labels}] * 8 + [{"c": {}}] * 12, passed, Params())
+    (summary,) = aggregate([{"c": labels}] * 8 + [{"c": {}}] * 12, passed, Params(k=16, n=20))
+    assert summary["runs_passed"] == 8 and not summary["passes_consistency"]
+    assert default_k(10) == 8 and default_k(20) == 16 and default_k(3) == 3
 
 
 def test_zero_denominators_give_zero():
@@ -59,7 +108,7 @@ def test_k_of_n_rule_is_exact_at_the_boundary():
         assert summary["runs_passed"] == passing and summary["passes_consistency"] is selected
 
 
-def test_thresholds_are_inclusive():
+def test_thresholds_are_inclusive_at_a_non_binary_decimal():
     # Cov exactly rho and Delta exactly delta pass.
     passed = {f"f{i}": False for i in range(10)} | {f"p{i}": True for i in range(5)}
     labels = {f"f{i}": "PRESENT" for i in range(10)}

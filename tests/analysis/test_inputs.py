@@ -55,8 +55,10 @@ def test_cli_analyze(runs, tmp_path, capsys):
     saved = json.loads((tmp_path / "selected_capabilities.json").read_text())
     assert saved == data and saved["schema_version"] == 1 and saved["params"]["k"] == 8
     assert (tmp_path / "capabilities.png").is_file()
-    assert main(["analyze", str(runs), "--out", str(tmp_path), "--runs", "3"]) == 2  # K=8 > N=3
+    assert main(["analyze", str(runs), "--out", str(tmp_path), "--runs", "3", "--k", "8"]) == 2  # K=8 > N=3
     assert "k=8" in capsys.readouterr().err
+    assert main(["analyze", str(runs), "--out", str(tmp_path), "--runs", "20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] == {"rho": 0.1, "delta": 0.2, "k": 16, "n": 20}
 
 
 @pytest.mark.parametrize("record, words", [

@@ -90,9 +90,11 @@ def test_faulty_answers_are_retried_and_the_result_is_valid(tmp_path):
     assert (tmp_path / "capabilities.png").stat().st_size > 1000
     assert json.loads((tmp_path / "llm_usage.json").read_text())["requests"] > 0
     # each fault was answered by asking again: discovery 3 times (bad JSON, unknown id, good),
-    # a labelling batch 4 times in its first run (bad JSON, unknown id, missing id, good)
+    # each labelling batch 4 times (bad JSON, unknown id, missing id, good): every run shows
+    # the trajectories in its own order, so no run repeats another's prompt
     discovery = [n for p, n in analyst.seen.items() if "Propose between" in p]
-    assert discovery == [3] and max(analyst.seen.values()) == 4 + 2
+    labelling = [n for p, n in analyst.seen.items() if "Propose between" not in p]
+    assert discovery == [3] and set(labelling) == {4}
 
 
 def test_every_simulation_reaches_the_labelling_input_with_its_outcome(tmp_path):
@@ -116,7 +118,8 @@ def test_an_analyst_that_never_fits_gives_a_clear_error(tmp_path):
 
 
 def test_interrupted_analysis_resumes_to_the_same_result(tmp_path):
-    with FakeServer(Analyst()) as server:
+    first = Analyst()
+    with FakeServer(first) as server:
         full = analyze(_tau2_inputs(), tmp_path / "full", _config(server), log=lambda m: None)
     analyst = Analyst()
     with FakeServer(analyst) as server:
@@ -127,4 +130,51 @@ def test_interrupted_analysis_resumes_to_the_same_result(tmp_path):
     assert resumed == full
     saved = sorted((tmp_path / "cut" / "labels").glob("run_*.json"))
     assert len(saved) == 3
-    assert sum(analyst.seen.values()) - asked_before < asked_before + 20  # finished work was not asked again
+    assert 0 < asked_before < sum(first.seen.values())
+    assert sum(analyst.seen.values()) == sum(first.seen.values())  # nothing asked twice
+
+
+def test_labelling_runs_are_independent_samples_with_their_seeds_recorded(tmp_path):
+    bodies = []
+    analyst = Analyst(faults=())
+
+    def record(body):
+        bodies.append(body)
+        return analyst(body)
+
+    with FakeServer(record) as server:
+        data = analyze(_tau2_inputs(), tmp_path, _config(server, seed=5), log=lambda m: None)
+    labelling = [b for b in bodies if "Propose between" not in b["messages"][-1]["content"]]
+    discovery = [b for b in bodies if "Propose between" in b["messages"][-1]["content"]]
+    assert {b["temperature"] for b in labelling} == {0.7} and {b["temperature"] for b in discovery} == {0.0}
+    saved = [json.loads(p.read_text()) for p in sorted((tmp_path / "labels").glob("run_*.json"))]
+    seeds = [s["run_seed"] for s in saved]
+    assert len(set(seeds)) == 3 and data["labelling"]["run_seeds"] == seeds and data["labelling"]["seed"] == 5
+    assert {b["seed"] for b in labelling} == set(seeds)  # each run samples with its own seed
+    orders = [s["order"]["trajectories"] for s in saved]
+    assert len({tuple(o) for o in orders}) == 3 and all(sorted(o) == sorted(orders[0]) for o in orders)
+    assert len({tuple(s["order"]["capabilities"]) for s in saved}) > 1
+    # the prompts of one run are not those of another
+    first_prompt_of = {}
+    for b in labelling:
+        first_prompt_of.setdefault(b["seed"], b["messages"][-1]["content"])
+    assert len(set(first_prompt_of.values())) == 3
+
+
+def test_a_cached_discovery_is_reused_only_for_the_same_inputs(tmp_path, monkeypatch):
+    import trace_gym.analysis.discovery as discovery
+
+    calls = []
+    real = discovery.discover
+    monkeypatch.setattr(discovery, "discover", lambda *a, **k: calls.append(1) or real(*a, **k))
+    airline = [reference_file("tau2/airline_results.json")]
+    saved = tmp_path / "discovered_capabilities.json"
+    with FakeServer(Analyst(faults=())) as server:
+        analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+        key = json.loads(saved.read_text())["key"]
+        analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+        assert len(calls) == 1 and json.loads(saved.read_text())["key"] == key  # the same inputs: read back
+        messages = []
+        analyze(airline, tmp_path, _config(server), log=messages.append)
+    assert len(calls) == 2 and any("made from other inputs" in m for m in messages)
+    assert json.loads(saved.read_text())["key"] != key
