@@ -36,7 +36,11 @@ def test_whole_episodes_with_the_fixture(policy):
 
     env = gym.make("trace/retail-v0", prompt_style="compact")
     record = run_episode(env, policy, env_id="trace/retail-v0", seed=3)
-    assert record["termination_reason"] in ("user_stop", "max_steps", "transfer")
+    # greedy decoding: the same episode every time; the fixture agent gets nowhere and the
+    # scripted customer hangs up before the step limit
+    assert record["termination_reason"] == "user_stop"
+    assert record["messages"][-1]["role"] == "user" and "call back later" in record["messages"][-1]["content"]
+    assert env.unwrapped.episode.turn < env.unwrapped.episode.max_steps
     assert 0.0 <= record["reward"] <= 1.0 and record["policy"] == "local:tiny_agent"
     assert len([m for m in record["messages"] if m["role"] == "assistant"]) >= 2
 

@@ -31,3 +31,21 @@ def test_property_rejects_its_mutant(tmp_path, name):
 def test_cross_process_mutant_passes_in_process_determinism(tmp_path):
     path = mutant(tmp_path, "mutant_hash_order", **KIT_MUTANTS["determinism_across_processes"])
     assert run_property("determinism", EnvRef(path=str(path)), FAST).passed
+
+
+def test_no_leak_fails_a_task_without_a_hidden_field(tmp_path):
+    """A task that does not say what is hidden cannot be checked: it fails, it does not pass
+    with nothing checked (an empty list passes: nothing to hide)."""
+    bare_task = ("t = Task('retail', order['order_id'], reason, pre.messages)\n"
+                 "class Bare:\n"
+                 "    kind, capabilities_needed, max_steps, domain, prefill = t.kind, t.capabilities_needed, "
+                 "t.max_steps, t.domain, t.prefill\n"
+                 "    order_id, reason, instructions = t.order_id, t.reason, t.instructions\n"
+                 "    def to_json(self):\n"
+                 "        return {'order_id': self.order_id, 'reason': self.reason}\n"
+                 "return Bare(), world")
+    path = mutant(tmp_path, "no_hidden_field", task=bare_task)
+    assert run_property("oracle_solves", EnvRef(path=str(path)), FAST).passed  # a working env otherwise
+    result = run_property("no_leak", EnvRef(path=str(path)), FAST)
+    assert not result.passed and "has no 'hidden' field" in result.detail
+    assert run_property("no_leak", EnvRef(path=str(TEMPLATE)), FAST).passed
