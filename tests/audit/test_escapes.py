@@ -15,7 +15,7 @@ import pytest
 from tests.audit.escapes import ESCAPES, KIT_SWITCH_OFF, harmed, prepare, write_escape
 from tests.audit.mutants import mutant
 from tests.conftest import requires_bubblewrap
-from trace_gym.audit import AUDIT_LIMITS, audit
+from trace_gym.audit import AUDIT_LIMITS
 from trace_gym.cli import main
 from trace_gym.sandbox import RemoteEnvError, WorkerPool
 from trace_gym.testing import PROPERTIES, EnvRef, KitSettings, run_kit, run_property

@@ -159,3 +159,24 @@ def test_an_env_that_raises_raises_its_error_here(tmp_path, pool):
     env.reset(seed=0)
     with pytest.raises(RemoteEnvError, match="ValueError: broken step"):
         env.step("Done.")
+
+
+def test_instances_of_collected_proxies_are_closed_in_the_worker():
+    import gc
+
+    with WorkerPool(1, QUICK) as pool:
+        gone = []
+        for seed in range(5):
+            env = RemoteEnv(EnvSource.from_file(PRECONDITION), pool=pool)
+            env.reset(seed=seed)
+            gone.append(env._id)
+        del env
+        gc.collect()
+        keep = RemoteEnv(EnvSource.from_file(PRECONDITION), pool=pool)  # its request carries the drops
+        keep.reset(seed=0)
+        worker = keep._worker
+        assert worker.instances == 1 and worker.dropped == []
+        assert worker.call({"op": "render", "id": keep._id}) is None  # the kept one still answers
+        for old in gone:
+            with pytest.raises(RemoteEnvError, match="no env instance"):
+                worker.call({"op": "render", "id": old})

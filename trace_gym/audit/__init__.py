@@ -28,7 +28,7 @@ from trace_gym.audit import lock
 from trace_gym.audit.static import Finding, check_source
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
-from trace_gym.sandbox.isolation import IsolationUnavailable, Limits, resolve
+from trace_gym.sandbox.isolation import IsolationUnavailable, Limits
 from trace_gym.sandbox.pool import WorkerLost, WorkerPool
 from trace_gym.testing import HYPOTHESIS_SEED, KIT_VERSION, KitSettings, run_kit
 from trace_gym.testing.envref import EnvRef
@@ -90,7 +90,8 @@ def resolve_target(target: str) -> tuple[Path, str | None, str | None]:
             raise TraceGymError(f"{target}: {what} (audit takes an env id or a .py file)")
         from trace_gym.registry import list_envs
 
-        env_id = next((e.id for e in list_envs() if e.kind == "capability" and _module_path(e.entry_point) == path), None)
+        env_id = next((e.id for e in list_envs()
+                       if e.kind == "capability" and _module_path(e.entry_point) == path), None)
         return path, env_id, None
     from trace_gym.registry import entry
 

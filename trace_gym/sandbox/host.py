@@ -112,6 +112,8 @@ class Host:
             try:
                 request = loads(line.decode())
                 handler = self.handlers[request["op"]]
+                for gone in request.get("drop", ()):  # proxies the client no longer holds
+                    self.close({"id": gone})
             except (ValueError, KeyError, TypeError) as exc:
                 answer = {"error": ["ProtocolError", f"unreadable request: {exc}"]}
             else:

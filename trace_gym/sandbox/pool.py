@@ -70,6 +70,8 @@ class Worker:
         self.readable = set(readable)
         self.lock = threading.Lock()
         self.instances = 0
+        self.dropped: list[int] = []
+        """Instances whose proxies were garbage-collected: closed with the next request."""
         self.lost: str | None = None
         self._buffer = bytearray()
         self._stderr: deque[bytes] = deque()
@@ -94,6 +96,9 @@ class Worker:
     def call(self, request: dict[str, Any], timeout: float | None = None) -> Any:
         """Send one request and return its answer's value; raises WorkerLost (the worker is
         gone), WorkerTimeout, or RemoteEnvError (the env raised)."""
+        if self.dropped:
+            dropped, self.dropped = self.dropped, []
+            request = {**request, "drop": dropped}
         data = (_encode(request) + "\n").encode()
         with self.lock:
             if self.lost is not None:

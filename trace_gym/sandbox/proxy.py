@@ -401,10 +401,13 @@ class RemoteEnv(gym.Env[list, Any]):
         self._close_instance()
 
     def __del__(self) -> None:
+        # No request from here (the collector may run inside one): the worker closes the
+        # instance with the next request it gets.
         try:
             worker = self._worker
             if worker is not None:
                 worker.instances -= 1
+                worker.dropped.append(self._id)
         except Exception:  # noqa: BLE001  (interpreter shutdown)
             pass
 

@@ -3,23 +3,29 @@ sandbox. It loads env modules and hosts any number of env instances, answering o
 request per line on stdin with one JSON response per line on the protocol stream (the
 original stdout; the module's own prints go to stderr).
 
-Requests (`op`, plus the instance `id` the client chose):
+Requests (`op`, plus the instance `id` the client chose), and the answer's value:
 
-| op | arguments | answer |
-|----|-----------|--------|
-| make | source {path, attr, sha256} or {entry_point}, kwargs, render_mode | metadata, action tools |
-| reset | seed, options | [obs, info, task head, toolset id, toolset or null] |
-| step | action (raw JSON) or parsed (a pre-read action) | [new messages or null, all messages or null, reward, terminated, truncated, info changes, info keys gone] |
-| oracle | obs (null: the last observation) | the oracle's action |
-| task | | {json: task.to_json(), hidden: task.hidden or null} |
-| world_hash | | the episode's initial world hash |
-| render | | render() in ansi mode |
-| close | | null |
+- make: source ({path, attr, sha256} or {entry_point}), kwargs, render_mode -> metadata and
+  the action space's tools (schema and kind of each);
+- reset: seed, options -> [messages kept from the previous opening, new messages, info
+  changes, info keys gone, task head (kind, capabilities, instructions), toolset number,
+  the toolset when it is new];
+- step: action (raw JSON) or parsed (an action the client read) -> [new messages or null,
+  all messages or null, reward, terminated, truncated, info changes, info keys gone];
+- oracle: obs (null: the last observation) -> the oracle's action;
+- task -> {json: task.to_json(), hidden: task.hidden or null};
+- world_hash -> the episode's initial world hash; render -> render() in ansi mode;
+  close -> null.
+
+Any request may carry `drop`: instances whose proxies are gone, closed first. A reset or
+step with `oracle: true` also carries the oracle's answer to the new observation (`["ok",
+action]` or `["error", [type, message]]`), so an oracle episode costs one round trip per
+turn, not two.
 
 Answers are `{"ok": value}`, `{"error": [type name, message]}` (the env raised), or
-`{"fatal": why}` just before the worker exits (it ran out of memory). Steps send only what
-changed (new messages, changed info keys): a conversation and its tool schemas are several
-kilobytes, and the client keeps its own copy.
+`{"fatal": why}` just before the worker exits (it ran out of memory). Only what changed
+crosses the pipe, against what the client already holds (the system prompt, the tool
+schemas, the conversation so far): they are several kilobytes an episode.
 
 Nothing here is trusted by the client: it checks every answer's shape, and what the env
 answers is the env's behaviour, judged by the kit outside this process.
@@ -59,7 +65,8 @@ def _guard(event: str, args: tuple) -> None:
         raise PermissionError(f"sandbox: {event} is refused in an env worker")
     if event == "open":
         mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
-        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+        writes = isinstance(mode, str) and any(c in mode for c in "wax+")
+        if writes or (isinstance(flags, int) and flags & _WRITE_FLAGS):
             raise PermissionError(f"sandbox: writing {args[0]!r} is refused in an env worker")
 
 

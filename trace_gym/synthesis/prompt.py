@@ -4,7 +4,6 @@ schemas, the env contract, the audit rules and one shipped env as the model of t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import jinja2

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_gym.testing.envref import EnvRef
 from trace_gym.sandbox.pool import WorkerLost
+from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
 
 KIT_VERSION = "3"

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from trace_gym.actions import parse_action
 from trace_gym.jsondata import canonical_json, sha256_json
-from trace_gym.messages import INVALID_TOOL_CALL
 from trace_gym.seeding import SPLITS
 from trace_gym.spaces import is_valid_message
 from trace_gym.testing import adversaries, policies
