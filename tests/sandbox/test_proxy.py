@@ -180,3 +180,12 @@ def test_instances_of_collected_proxies_are_closed_in_the_worker():
         for old in gone:
             with pytest.raises(RemoteEnvError, match="no env instance"):
                 worker.call({"op": "render", "id": old})
+
+
+def test_an_env_ref_read_back_from_json_keeps_its_pool(pool):
+    from trace_gym.testing import EnvRef
+
+    ref = EnvRef(path=str(PRECONDITION), pool=pool)
+    again = EnvRef.from_json(ref.to_json())
+    assert again.pool is pool and again == ref
+    assert EnvRef.from_json(EnvRef(path=str(PRECONDITION)).to_json()).pool is None

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -268,6 +269,17 @@ class WorkerPool:
         self.workers: list[Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        WorkerPool._made += 1
+        self.token = f"{self._pid}-{WorkerPool._made}"
+        _LIVE[self.token] = self
+
+    _made = 0
+
+    @staticmethod
+    def find(token: str | None) -> WorkerPool | None:
+        """The live pool of this process with that token (an EnvRef read back from JSON
+        keeps its pool)."""
+        return _LIVE.get(token) if token else None
 
     def worker_for(self, path: str | None) -> Worker:
         """A live worker that can load `path` (None: a trusted module by name)."""
@@ -316,6 +328,7 @@ class WorkerPool:
         self.close()
 
 
+_LIVE: weakref.WeakValueDictionary[str, WorkerPool] = weakref.WeakValueDictionary()
 _DEFAULT: dict[str, WorkerPool] = {}
 
 

@@ -91,8 +91,16 @@ class EnvRef:
         return self.env_id or f"{self.path}{':' + self.attr if self.attr else ''}"
 
     def to_json(self) -> str:
-        return json.dumps({"env_id": self.env_id, "path": self.path, "attr": self.attr, "kwargs": self.kwargs})
+        """The ref as JSON; its pool travels as a token, found again by `from_json` in this
+        process while the pool lives."""
+        data = {"env_id": self.env_id, "path": self.path, "attr": self.attr, "kwargs": self.kwargs}
+        if self.pool is not None:
+            data["pool"] = self.pool.token
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> EnvRef:
-        return cls(**json.loads(text))
+        from trace_gym.sandbox.pool import WorkerPool
+
+        data = json.loads(text)
+        return cls(**{**data, "pool": WorkerPool.find(data.get("pool"))})
