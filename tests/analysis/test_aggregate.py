@@ -141,3 +141,57 @@ def test_params_are_validated():
         Params(k=11, n=10)
     with pytest.raises(InvalidConfig, match="rho"):
         Params(rho=1.5)
+
+
+@pytest.mark.parametrize("kwargs, ok", [
+    ({"rho": 0.0}, True), ({"rho": 1.0}, True), ({"rho": -0.01}, False), ({"rho": 1.01}, False),
+    ({"delta": -1.0}, True), ({"delta": 1.0}, True), ({"delta": -1.01}, False), ({"delta": 1.01}, False),
+    ({"delta": -0.5}, True), ({"n": 1, "k": 1}, True), ({"n": 0, "k": 1}, False), ({"n": 2.5, "k": 1}, False),
+    ({"k": 0}, False), ({"k": 10}, True), ({"k": 11}, False), ({"k": 8.0}, False),
+])
+def test_params_bounds_are_inclusive_and_checked(kwargs, ok):
+    if ok:
+        Params(**kwargs)
+    else:
+        with pytest.raises(InvalidConfig, match=f"Params.{next(iter(kwargs))}="):
+            Params(**kwargs)
+
+
+def test_params_cannot_be_changed_after_construction():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Params().k = 1
+
+
+def test_labels_read_from_json_count_like_literals():
+    """Labels come from an analyst's JSON: strings equal to the label, not the same object."""
+    import json
+
+    labels, passed = _labels(3, 7, 1, 9)
+    built = json.loads(json.dumps(labels))  # equal to the literals, other objects
+    assert all(built[t] is not labels[t] for t in labels)
+    assert run_metrics(built, passed) == run_metrics(labels, passed)
+    assert (run_metrics(built, passed)["LF"], run_metrics(built, passed)["PF"]) == (3, 7)
+    assert (run_metrics(built, passed)["LP"], run_metrics(built, passed)["PP"]) == (1, 9)
+
+
+def test_fewer_runs_than_n_are_refused_too_and_any_n_is_compared_by_value():
+    labels, passed = _labels(3, 0, 0, 3)
+    with pytest.raises(InvalidConfig, match="8 labelling runs given"):
+        aggregate([{"c": labels}] * 8, passed, Params())
+    (summary,) = aggregate([{"c": labels}] * 300, passed, Params(k=240, n=300))  # ints past the small-int cache
+    assert summary["runs_passed"] == 300
+
+
+def test_selected_capabilities_come_first_then_by_mean_delta_then_by_name():
+    passed = {f"f{i}": False for i in range(10)} | {f"p{i}": True for i in range(10)}
+
+    def labels(lacking_failed: int, lacking_passed: int) -> dict[str, str]:
+        return {t: "LACKING" if int(t[1:]) < (lacking_passed if ok else lacking_failed) else "PRESENT"
+                for t, ok in passed.items()}
+
+    strong, weak, low = labels(9, 0), labels(5, 1), labels(1, 0)  # Delta 0.9 and 0.4 selected, 0.1 not
+    run = {"b_weak": weak, "a_low": low, "c_strong": strong, "d_weak": dict(weak)}
+    order = [s["name"] for s in aggregate([run] * 10, passed, Params())]
+    assert order == ["c_strong", "b_weak", "d_weak", "a_low"]
