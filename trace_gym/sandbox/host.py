@@ -19,6 +19,9 @@ from trace_gym.jsondata import loads
 from trace_gym.spaces import ActionSpace, ConversationSpace
 from trace_gym.tools import ToolKind
 
+RECENT_OPENINGS = 8
+"""Openings (with their info) of recent episodes both sides keep: a reset sends what differs
+from the closest one (episodes of the same domain share the system prompt and the tools)."""
 MAX_TOOLSETS = 256
 """Toolsets remembered per instance before the memory is cleared (a module that builds a
 new toolset each episode must not grow the worker)."""
@@ -69,8 +72,8 @@ def _toolset_json(toolset: Any) -> list[dict[str, Any]]:
 @dataclass
 class Instance:
     env: TraceEnv
-    opening: list = field(default_factory=list)
-    """The observation of the last reset, as the client holds it."""
+    recent: list = field(default_factory=list)
+    """(observation, info) of the last RECENT_OPENINGS resets, as the client holds them."""
     last_obs: list = field(default_factory=list)
     last_info: dict = field(default_factory=dict)
     """The info the client holds (what the last answer brought it to)."""
@@ -104,7 +107,8 @@ class Host:
     # -- the loop ----------------------------------------------------------------------------
 
     def serve(self, requests: Any, answers: int) -> None:
-        dumps = json.JSONEncoder(separators=(",", ":")).encode
+        # no check for cycles (a cycle in what an env returns is a RecursionError, caught below)
+        dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
         while True:
             line = requests.readline()
             if not line:
@@ -177,11 +181,17 @@ class Host:
                 "instructions": task.instructions}
         if type(obs) is not list:
             raise TypeError(f"reset() must return a list of messages, got {type(obs).__name__}")
-        kept = _common_prefix(inst.opening, obs)
-        changed, gone = _changes(inst.last_info, info)
-        inst.opening = inst.last_obs = obs
-        inst.last_info = info
-        answer = [kept, obs[kept:], changed, gone, head, known[1], described]
+        base, kept = -1, 0
+        for i, (opening, _) in enumerate(inst.recent):
+            common = _common_prefix(opening, obs)
+            if common > kept:
+                base, kept = i, common
+        changed, gone = _changes(inst.recent[base][1] if base >= 0 else {}, info)
+        inst.recent.append((obs, info))
+        if len(inst.recent) > RECENT_OPENINGS:
+            inst.recent.pop(0)
+        inst.last_obs, inst.last_info = obs, info
+        answer = [base, kept, obs[kept:], changed, gone, head, known[1], described]
         if r.get("oracle"):
             answer.append(self._oracle_answer(inst))
         return answer

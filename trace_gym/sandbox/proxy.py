@@ -27,6 +27,7 @@ from trace_gym.actions import parse_action
 from trace_gym.errors import EpisodeError, InvalidConfig
 from trace_gym.jsondata import copy_json
 from trace_gym.messages import copy_messages
+from trace_gym.sandbox.host import RECENT_OPENINGS
 from trace_gym.sandbox.pool import (
     EnvWorkerError,
     RemoteEnvError,
@@ -183,7 +184,8 @@ class RemoteEnv(gym.Env[list, Any]):
         self._episode: RemoteEpisode | None = None
         self._task: RemoteTask | None = None
         self._info: dict[str, Any] = {}
-        self._opening: list[dict[str, Any]] = []
+        self._recent: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+        """(observation, info) of recent resets, as the worker keeps them."""
         self._oracle_used = False
         self._prefetched: Any = None
         self._toolsets: dict[int, Toolset] = {}
@@ -203,7 +205,7 @@ class RemoteEnv(gym.Env[list, Any]):
         worker = self.pool.worker_for(self.source.path)
         worker.instances += 1
         self._worker = worker
-        self._toolsets, self._opening, self._info, self._prefetched = {}, [], {}, None
+        self._toolsets, self._recent, self._info, self._prefetched = {}, [], {}, None
         try:
             made = worker.call({"op": "make", "id": self._id, "source": self.source.to_json(),
                                 "kwargs": self.kwargs, "render_mode": self.render_mode})
@@ -250,12 +252,16 @@ class RemoteEnv(gym.Env[list, Any]):
         if self._oracle_used:
             request["oracle"] = True
         answer = self._call("reset", **request)
-        if type(answer) is not list or len(answer) != 7 + bool(self._oracle_used):
+        if type(answer) is not list or len(answer) != 8 + bool(self._oracle_used):
             raise WorkerLost("answered 'reset' outside the protocol")
-        kept, new, changed, gone, head, number, described = answer[:7]
-        if type(kept) is not int or not 0 <= kept <= len(self._opening) or type(new) is not list:
+        base, kept, new, changed, gone, head, number, described = answer[:8]
+        if type(base) is not int or not -1 <= base < len(self._recent):
+            raise WorkerLost("answered 'reset' building on an opening it never sent")
+        opening, base_info = self._recent[base] if base >= 0 else ([], {})
+        if type(kept) is not int or not 0 <= kept <= len(opening) or type(new) is not list:
             raise WorkerLost("answered 'reset' with messages outside the protocol")
-        obs = self._opening[:kept] + new
+        obs = opening[:kept] + new
+        self._info = base_info
         info = self._merge_info(changed, gone)
         if not all(map(is_valid_message, new)):  # the kept ones were checked when they came
             raise EnvWorkerError("the env's reset returned an observation that is not a list of chat messages")
@@ -265,12 +271,14 @@ class RemoteEnv(gym.Env[list, Any]):
             self._toolsets[number] = _toolset(described)
         if number not in self._toolsets:
             raise WorkerLost("named a toolset it never described")
-        self._opening = obs
+        self._recent.append((obs, info))
+        if len(self._recent) > RECENT_OPENINGS:
+            self._recent.pop(0)
         self._episode = RemoteEpisode(self, self._toolsets[number], seed)
         self._episode.messages = obs
         self._episode.turn = info["turn"] if type(info.get("turn")) is int else 0
         self._task = RemoteTask(self, head)
-        self._prefetched = answer[7] if self._oracle_used else None
+        self._prefetched = answer[8] if self._oracle_used else None
         self._rendered = 0
         return copy_messages(obs), dict(info)
 

@@ -7,9 +7,9 @@ Requests (`op`, plus the instance `id` the client chose), and the answer's value
 
 - make: source ({path, attr, sha256} or {entry_point}), kwargs, render_mode -> metadata and
   the action space's tools (schema and kind of each);
-- reset: seed, options -> [messages kept from the previous opening, new messages, info
-  changes, info keys gone, task head (kind, capabilities, instructions), toolset number,
-  the toolset when it is new];
+- reset: seed, options -> [the recent opening it builds on (or -1), messages kept from it,
+  new messages, info changes and keys gone against that opening's info, task head (kind,
+  capabilities, instructions), toolset number, the toolset when it is new];
 - step: action (raw JSON) or parsed (an action the client read) -> [new messages or null,
   all messages or null, reward, terminated, truncated, info changes, info keys gone];
 - oracle: obs (null: the last observation) -> the oracle's action;
