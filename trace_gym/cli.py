@@ -387,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="env id (e.g. trace/precondition_verification-v0) or module path")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--examples", type=COUNT, default=20, help="hypothesis examples per property")
-    p.add_argument("--timeout", type=COUNT, default=120, help="wall-clock seconds for the whole dynamic audit")
+    p.add_argument("--timeout", type=COUNT, default=300, help="wall-clock seconds for the whole dynamic audit")
     p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
     p.add_argument("--isolation", choices=["auto", "bubblewrap", "fallback"],
                    help="how the env worker is isolated (default: $TRACE_GYM_ISOLATION or auto: bubblewrap where it runs)")

@@ -45,6 +45,8 @@ SNIPPETS += [
     ("from trace_gym.worlds import airline\nx = airline.resources", "reach", "not among the trace_gym names"),
     ("from trace_gym import registry", "reach", "not among the trace_gym names"),
     ("from trace_gym.capability import _private", "private", "private"),
+    ("from trace_gym.jsondata import write_json_atomic", "reach", "writes files"),
+    ("from trace_gym import jsondata\nf = jsondata.write_json_atomic", "reach", "writes files"),
     ("import typing\nx = typing._eval_type", "private", "private"),
     ("g = getattr", "builtin", "getattr is refused in any form"),
     ("x = [open][0]", "builtin", "open is refused in any form"),

@@ -47,12 +47,15 @@ ALLOWED_MODULES = frozenset({
 TRACE_GYM_MODULES = (
     "trace_gym.capability", "trace_gym.capabilities", "trace_gym.env", "trace_gym.errors", "trace_gym.rng",
     "trace_gym.verdict", "trace_gym.messages", "trace_gym.tools", "trace_gym.targets.user",
+    "trace_gym.statements", "trace_gym.jsondata",
     "trace_gym.worlds", "trace_gym.worlds.world", "trace_gym.worlds.people",
     "trace_gym.worlds.airline", "trace_gym.worlds.airline.data",
     "trace_gym.worlds.retail", "trace_gym.worlds.retail.data",
 )
 """The trace_gym modules a generated env may import names from (and their packages, as
 namespaces: `trace_gym`, `trace_gym.targets`)."""
+TRACE_GYM_REFUSED = {"trace_gym.jsondata": {"write_json_atomic": "writes files"}}
+"""Names of those modules that are refused all the same."""
 _NAMESPACES = frozenset({"trace_gym", "trace_gym.targets"})
 
 REFUSED_MODULES = {
@@ -205,6 +208,9 @@ class _Checker:
         if module in _NAMESPACES or module in TRACE_GYM_MODULES:
             if full in TRACE_GYM_MODULES or full in _NAMESPACES:
                 return full
+            if name in TRACE_GYM_REFUSED.get(module, {}):
+                self.add(node, "reach", f"{full} is refused: {TRACE_GYM_REFUSED[module][name]}")
+                return None
             if module in _NAMESPACES or name not in trace_gym_names(module):
                 self.add(node, "reach", f"{full} is not among the trace_gym names a generated env may use "
                          "(only what the env-building modules define themselves)")
