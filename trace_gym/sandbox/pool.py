@@ -10,6 +10,7 @@ worker for the next env that needs one.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -232,7 +233,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        self._drain.join(timeout=2)  # the process is gone: its stderr ends
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 stream.close()
             except OSError:
@@ -350,4 +352,11 @@ def _forget_in_child() -> None:
     _DEFAULT.clear()
 
 
+def _close_default() -> None:
+    pool = _DEFAULT.get("pool")
+    if pool is not None:
+        pool.close()
+
+
 os.register_at_fork(after_in_child=_forget_in_child)
+atexit.register(_close_default)
