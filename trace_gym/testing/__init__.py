@@ -17,7 +17,7 @@ from typing import Any
 from trace_gym.testing.envref import EnvRef, load_env_class
 from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
 
-KIT_VERSION = "2"
+KIT_VERSION = "3"
 
 
 @dataclass(frozen=True)
