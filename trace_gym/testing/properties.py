@@ -169,13 +169,15 @@ MAX_ADVERSARY_MEAN = 0.35
 """The most any adversary may average."""
 OVER_DO_NOTHING = 0.05
 """How much more than the do-nothing reply, on the same seeds, an adversary may average."""
+ON_AVERAGE_ONLY = frozenset({"refuse_by_kind"})
+"""Adversaries bounded on their mean only, not seed by seed (see `refuse_by_kind`)."""
 
 
-def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary], per_seed: bool = True) -> str:
+def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary]) -> str:
     """Every adversary of `players` averages at most MAX_ADVERSARY_MEAN and at most the
-    do-nothing reply's mean plus OVER_DO_NOTHING (over the seeds it applies to), and, with
-    `per_seed`, scores 1.0 on no seed where doing nothing scores less (where the oracle's
-    behaviour was needed)."""
+    do-nothing reply's mean plus OVER_DO_NOTHING (over the seeds it applies to), and, unless
+    it is bounded ON_AVERAGE_ONLY, scores 1.0 on no seed where doing nothing scores less
+    (where the oracle's behaviour was needed)."""
     env = ref.make()
     seeds = _seeds(s.adversary_seeds)
     reference = dict(zip(seeds, _do_nothing(ref.to_json(), tuple(seeds))))
@@ -196,7 +198,7 @@ def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversa
                   f"nothing: {base:.3f}); allowed: at most {MAX_ADVERSARY_MEAN} and at most "
                   f"{OVER_DO_NOTHING} above doing nothing")
         lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and reference[seed] < 1.0 - 1e-9]
-        if lucky and per_seed:
+        if lucky and name not in ON_AVERAGE_ONLY:
             _fail(f"the {name} adversary scored 1.0 on seed {lucky[0]}, where doing nothing scores "
                   f"{reference[lucky[0]]} ({len(lucky)} such seeds of {len(rewards)})")
         parts.append(f"{name} {mean:.3f} ({len(rewards)} seeds)")
@@ -257,7 +259,7 @@ def refuse_by_kind(ref: EnvRef, s: KitSettings) -> str:
     Bounded on average only: where a kind's forbidden requests all break one rule whose
     name is the record's own value ("basic economy"), this refusal is the oracle's on them,
     and no verifier can tell the two apart on those seeds."""
-    return _bounded(ref, s, _adversaries("refuse_by_kind"), per_seed=False)
+    return _bounded(ref, s, _adversaries("refuse_by_kind"))
 
 
 def wording_only(ref: EnvRef, s: KitSettings) -> str:
