@@ -53,6 +53,42 @@ def test_rule():
     assert label(_record(False, [cap.MULTI_STEP], [("database", False)], termination="max_steps"), cap.MULTI_STEP) == "LACKING"
 
 
+@pytest.mark.parametrize("check", ["confirmation", "identification", "forbidden_write[0]:cancel_order"])
+def test_a_skipped_protocol_rule_is_a_precondition_left_unchecked(check):
+    needed = [cap.PRECONDITION, cap.STRUCTURED, cap.PRECISION, cap.MULTI_STEP]
+    record = _record(False, needed, [("database", True), (check, False)])
+    assert label(record, cap.PRECONDITION) == "LACKING"
+    assert {c: label(record, c) for c in needed[1:]} == dict.fromkeys(needed[1:], "PRESENT")
+    assert label(_record(False, [cap.STRUCTURED], [(check, False)]), cap.PRECONDITION) == "NA"
+    assert label(_record(False, [cap.PRECONDITION], [(check, True), ("database", False)]), cap.PRECONDITION) == "PRESENT"
+
+
+def test_a_write_without_a_yes_is_labelled_from_the_verdict_of_a_real_episode():
+    """The oracle with its summary-and-yes turns skipped: the strict verdict fails
+    `confirmation` alone, and the labeller puts it down to precondition verification."""
+    import gymnasium as gym
+
+    from trace_gym.targets.user import CONFIRM_CUES
+
+    env = gym.make("trace/retail-v0", kinds=("cancel_order",), forbidden_rate=0.0, compound_rate=0.0).unwrapped
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        done, info = False, {}
+        while not done:
+            action = env.oracle_action(obs)
+            if isinstance(action, str) and any(cue in action.lower() for cue in CONFIRM_CUES):
+                action = env.oracle_action([*obs, {"role": "assistant", "content": action},
+                                            {"role": "user", "content": "Yes, please go ahead."}])
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        failed = [c["name"] for c in info["verdict"]["checks"] if not c["passed"]]
+        assert failed == ["confirmation"], (seed, failed)
+        record = {"passed": False, "capabilities_needed": env.task.capabilities_needed, "messages": obs,
+                  "termination_reason": "user_stop", "verdict": info["verdict"]}
+        assert cap.PRECONDITION in record["capabilities_needed"]
+        assert label(record, cap.PRECONDITION) == "LACKING"
+
+
 @pytest.mark.parametrize("weak", [cap.PRECONDITION, cap.STRUCTURED])
 def test_analysis_selects_what_the_agent_was_left_weak_on(tmp_path, weak):
     files = []
