@@ -495,8 +495,10 @@ def usual_refusals(env: TraceEnv) -> dict[str, str]:
     on FIT_SEEDS train seeds: one naming the rule that the kind's forbidden requests most
     often break (the first of their `rule` terms in `task.to_json()`, per request where a
     task has several); for an env whose tasks list no rule, the reply the oracle most often
-    ends with on the kind's tasks where it calls no write tool. Kinds never refused are left
-    out. Learned once per env instance."""
+    ends with on the kind's tasks where it calls no write tool, with every value the
+    conversation showed taken out (what the oracle read in the records is no part of a
+    refusal that never reads them). Kinds never refused are left out. Learned once per env
+    instance."""
     if env in _USUAL:
         return _USUAL[env]
     train = SPLITS["train"]
@@ -516,7 +518,8 @@ def usual_refusals(env: TraceEnv) -> dict[str, str]:
 
 
 def _count_oracle_refusal(env: TraceEnv, seed: int, rules: dict[str, Counter]) -> None:
-    """Count the oracle's last reply on `seed` under the task's kind, when it wrote nothing."""
+    """Count the oracle's last reply on `seed`, less the values in view, under the task's
+    kind, when it wrote nothing."""
     obs, _ = env.reset(seed=seed)
     kind = env.task.to_json().get("kind")
     toolset = env.episode.toolset
@@ -529,7 +532,30 @@ def _count_oracle_refusal(env: TraceEnv, seed: int, rules: dict[str, Counter]) -
         done = terminated or truncated
     reply = next((m.get("content") for m in reversed(obs) if m["role"] == "assistant" and not m.get("tool_calls")), None)
     if isinstance(kind, str) and not wrote and reply:
-        rules.setdefault(kind, Counter())[reply] += 1
+        rules.setdefault(kind, Counter())[without_values(reply, obs)] += 1
+
+
+def without_values(text: str, messages: list[dict[str, Any]]) -> str:
+    """`text` with the values of the conversation's JSON and the ids the customer said taken
+    out, as whole words, longest first: numbers (also with two decimals), dates (a
+    timestamp's too) and words of three letters or more ("no" and "yes" stay: they are the
+    policy's words as much as the records')."""
+    values = set(ids_in_view(messages))
+    for _, v in leaves(messages):
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            values |= {str(v), f"{v:.2f}"}
+        elif isinstance(v, str):
+            values.add(v)
+            if _TIMESTAMP.match(v):
+                values.add(v[:10])
+    for value in sorted((v for v in values if len(v) >= 3 or any(c.isdigit() for c in v)), key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.]){re.escape(value)}(?!\w|\.\d)", "", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T")
 
 
 def _names_no_id(obs: list) -> bool:
