@@ -79,7 +79,7 @@ def test_a_write_without_a_yes_is_labelled_from_the_verdict_of_a_real_episode():
             if isinstance(action, str) and any(cue in action.lower() for cue in CONFIRM_CUES):
                 action = env.oracle_action([*obs, {"role": "assistant", "content": action},
                                             {"role": "user", "content": "Yes, please go ahead."}])
-            obs, reward, terminated, truncated, info = env.step(action)
+            obs, _, terminated, truncated, info = env.step(action)
             done = terminated or truncated
         failed = [c["name"] for c in info["verdict"]["checks"] if not c["passed"]]
         assert failed == ["confirmation"], (seed, failed)
