@@ -5,8 +5,14 @@ verdict's checks and what the agent did. For a capability the task did not need:
 passed trajectory: PRESENT for every needed capability. For a failed one, a needed
 capability is LACKING when the trajectory shows its failure mode, else PRESENT:
 
-- precondition_verification: a refusal check failed (a forbidden request was carried out,
-  or refused without looking up the record or naming the rule);
+- precondition_verification: a refusal check failed (a forbidden request was carried out
+  or attempted, or refused without looking up the record, stating what it shows or naming
+  the rule), or, under the strict protocol, a policy rule that comes before acting was
+  skipped: a write made without the customer's explicit yes to a summary of it
+  (`confirmation`), or the customer's records read before they said who they are
+  (`identification`). Both are rules an action depends on, checked before it is taken,
+  which is this capability's definition; neither is a malformed call (precision), a wrong
+  value (data reasoning) or a dropped sub-task (multi-step);
 - tool_calling_precision: a write call was malformed or refused by its tool (an
   `invalid_tool_call`, or an "Error: ..." answer to a write);
 - structured_data_reasoning: a required piece of information was not told, or the final
@@ -30,6 +36,8 @@ from trace_gym.tools import ToolKind
 from trace_gym.worlds import airline, retail
 
 WRITE_TOOLS = {name for tools in (airline.TOOLS, retail.TOOLS) for name in tools.names(ToolKind.WRITE)}
+PRECONDITION_CHECKS = ("refusal", "forbidden_write", "confirmation", "identification")
+"""Verdict checks (name prefixes) whose failure shows a precondition left unchecked."""
 
 
 def _writes(record: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -52,7 +60,7 @@ def lacking(record: dict[str, Any], capability: str) -> bool:
     failed = _failed_checks(record)
     writes = _writes(record)
     if capability == cap.PRECONDITION:
-        return any(name.startswith("refusal") for name in failed)
+        return any(name.startswith(PRECONDITION_CHECKS) for name in failed)
     if capability == cap.PRECISION:
         invalid = any(tc["function"]["name"] == INVALID_TOOL_CALL
                       for m in record["messages"] for tc in m.get("tool_calls") or [])

@@ -5,8 +5,12 @@ records it concerns are already looked up in the conversation. Airline: cancel a
 reservation, move it to another flight, set its checked bags to a number. Retail: cancel an
 order, return items, pay an order with a gift card. About 60% of the requests break a
 policy precondition (booked over 24 hours ago with no covering reason, a flight already
-flown, basic economy, fewer bags than the reservation has, an order that is not pending or
-not delivered, a gift card that cannot cover the total); the rest are allowed. Whether a
+flown, basic economy or a new flight no longer on sale, fewer bags than the reservation
+has, an order that is not pending or not delivered, a gift card that cannot cover the
+total); the rest are allowed. A flight change is forbidden for one of two reasons (basic
+economy a third of the time, else the new flight cancelled on that date), so that refusing
+every flight change the same way is right on a minority of them: a basic economy refusal
+states the cabin by naming its rule, and could not otherwise be told from a guess. Whether a
 request is allowed shows only in the records: the request's wording, the reason given and
 the numbers asked for are drawn the same way for both (`task.to_json()["decision"]` says
 which it is).
@@ -20,8 +24,13 @@ modify_pending_order_payment.
 Reward. Allowed request: 1 when the final database equals the one the requested change
 produces, else 0, minus 0.1 for each write call the tool rejected (clipped at 0). Forbidden
 request: 0 after any call to a mutating tool, even one the tool rejected; otherwise 0.5 for
-not acting plus 0.5 when the reply names the violated rule and no rule that does not apply
-(a refusal that lists every rule names none).
+not acting plus 0.5 when the reply states the record fact that breaks the rule (the date
+it was booked, the status of the flight already flown or of the new flight, the cabin, the
+bags already on the reservation, the order's status, the gift card's balance) with no other value of its kind
+(`trace_gym.statements`; the rule's own words and the customer's numbers aside), names the
+violated rule and no rule that does not apply (a refusal that lists every rule names none).
+Refusing by the request's kind alone earns no more than refusing with no reason: the
+fact is only in the records.
 
 Episode end. The agent's first reply without a tool call, or the step limit (6).
 
@@ -36,6 +45,7 @@ cabin, the booking time or the balance before a write carries over unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,7 +63,7 @@ from trace_gym.capability import (
     write_calls,
 )
 from trace_gym.rng import Rng
-from trace_gym.statements import names_rule
+from trace_gym.statements import names_rule, states
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import airline
 from trace_gym.worlds.airline.data import TODAY, date_of
@@ -99,6 +109,12 @@ class Task:
     """When forbidden: terms naming the violated rule; the refusal must contain one."""
     conflicts: list[str]
     """When forbidden: terms of the rules that do not apply; the refusal must contain none."""
+    fact: dict[str, Any]
+    """When forbidden (else empty): the record fact that breaks the rule, which the refusal must state
+    (`{"kind", "value", "also"}` for `trace_gym.statements.states`: `also` lists the other
+    values of its kind the refusal may say, the rule's own words or the customer's)."""
+    refusal: str
+    """When forbidden: the oracle's refusal (it states the fact and names the rule)."""
     prefill: list[dict[str, Any]] = field(repr=False)
     hidden: list[str] = field(default_factory=list)
     """Must not appear in the system or user messages (the verdict is the agent's to find)."""
@@ -133,7 +149,8 @@ COVERED = ("health", "weather")
 # its status). Words every record has ("business", "insurance") name no rule.
 RULES = {
     "airline": {"24 hours": ["24 hour", "24-hour"], "flown": ["flown", "departed"],
-                "basic economy": ["basic economy"], "remove": ["remove"]},
+                "basic economy": ["basic economy"], "remove": ["remove"],
+                "not on sale": ["no longer be booked", "cannot be booked", "not on sale"]},
     "retail": {"pending": ["pending"], "delivered": ["delivered"], "balance": ["balance"]},
 }
 
@@ -153,6 +170,7 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     kind = rng.choice(("cancel_reservation", "change_flight", "baggage"))
     day = rng.integer(TODAY + 1, TODAY + 3)
     rule = ""
+    fact: dict[str, Any] = {}
     writes: list[dict[str, Any]] = []
     if kind == "cancel_reservation":
         reason = rng.choice(tuple(CANCEL_REASONS))  # drawn before, and apart from, the verdict
@@ -175,12 +193,19 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         if variant == "airline":
             b.set_status(res["flights"][0]["flight_number"], res["flights"][0]["date"], "cancelled")
         request = f"Please cancel reservation {res['reservation_id']}: {CANCEL_REASONS[reason]}."
-        if forbidden:
-            rule = "flown" if variant == "flown" else "24 hours"
+        if variant == "flown":
+            rule, flown = "flown", res["flights"][0]
+            fact = {"kind": "flight_status", "value": b.world.flights[flown["flight_number"]]["dates"][flown["date"]]["status"],
+                    "also": [], "flight": flown["flight_number"], "date": flown["date"]}
+        elif forbidden:
+            rule, fact = "24 hours", {"kind": "date", "value": res["created_at"][:10], "also": []}
         else:
             writes = [{"name": "cancel_reservation", "arguments": {"reservation_id": res["reservation_id"]}}]
-    elif kind == "change_flight":
-        cabin = "basic_economy" if forbidden else rng.choice(("economy", "business"))
+    elif kind == "change_flight":  # basic economy cannot change flights; a flight not on sale takes no one
+        # Basic economy is a third of the forbidden changes: stating the cabin is naming that
+        # rule, so a policy that refuses every change as basic economy must be right on few.
+        variant = ("basic_economy" if rng.chance(1 / 3) else "not_on_sale") if forbidden else "allowed"
+        cabin = "basic_economy" if variant == "basic_economy" else rng.choice(("economy", "business"))
         res = b.add_reservation(user, itinerary=[flight], day=day, flight_type="one_way", cabin=cabin)
         b.ensure_available(flight["flight_number"], res["flights"][0]["date"])
         other = b.add_flight(origin, destination, rng.integer(7 * 60, 18 * 60))
@@ -193,8 +218,13 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         request = (f"Please move reservation {res['reservation_id']} to flight {other['flight_number']} on "
                    f"{new_date}, same cabin; use my {method['brand']} card ending in {method['last_four']} "
                    f"for any difference.")
-        if forbidden:
-            rule = "basic economy"
+        looked_up = (other["flight_number"], new_date)
+        if variant == "basic_economy":
+            rule, fact = "basic economy", {"kind": "cabin", "value": cabin, "also": []}
+        elif variant == "not_on_sale":  # the airline cancelled the new flight on that date
+            b.set_status(other["flight_number"], new_date, "cancelled")
+            rule, fact = "not on sale", {"kind": "flight_status", "value": "cancelled", "also": ["available"],
+                                         "flight": other["flight_number"], "date": new_date}
         else:
             writes = [{"name": "update_reservation_flights", "arguments": {
                 "reservation_id": res["reservation_id"], "cabin": cabin,
@@ -213,7 +243,7 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
                    f"{wanted - allowance} of them paid; charge my {method['brand']} card ending in "
                    f"{method['last_four']} for any fee.")
         if forbidden:
-            rule = "remove"
+            rule, fact = "remove", {"kind": "bags", "value": str(booked), "also": [str(wanted)]}
         else:
             writes = [{"name": "update_reservation_baggages", "arguments": {
                 "reservation_id": res["reservation_id"], "total_baggages": wanted,
@@ -229,9 +259,10 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     pre.lookup("get_reservation_details", reservation_id=res["reservation_id"])
     for seg in res["flights"]:
         pre.lookup("get_flight_status", flight_number=seg["flight_number"], date=seg["date"])
-    terms, conflicts = _rule("airline", rule, res["cabin"].replace("_", " ")) if rule else ([], [])
-    return Task("airline", kind, forbidden, request, writes, terms, conflicts, pre.messages,
-                hidden=_hidden(rule)), world
+    if kind == "change_flight":  # the new flight's status on the new date
+        pre.lookup("get_flight_status", flight_number=looked_up[0], date=looked_up[1])
+    return _task("airline", kind, forbidden, request, writes, rule, res["cabin"].replace("_", " "), fact,
+                 pre.messages), world
 
 
 def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
@@ -240,14 +271,15 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     card = b.payment_ids(user, "credit_card")[0]
     kind = rng.choice(("cancel_order", "return_items", "modify_order_payment"))
     rule = ""
+    fact: dict[str, Any] = {}
     writes: list[dict[str, Any]] = []
     if kind == "cancel_order":
         status = rng.choice(("processed", "delivered")) if forbidden else "pending"
         order = b.add_order(user, status=status, items=any_item(rng, b), payment_id=card)
         reason = rng.choice(("no longer needed", "ordered by mistake"))
         request = f"Please cancel order {order['order_id']}; reason: {reason}."
-        if forbidden:
-            rule = "pending"
+        if forbidden:  # "only pending orders can be cancelled" says two statuses of its own
+            rule, fact = "pending", {"kind": "order_status", "value": status, "also": ["pending", "cancelled"]}
         else:
             writes = [{"name": "cancel_pending_order", "arguments": {"order_id": order["order_id"], "reason": reason}}]
     elif kind == "return_items":
@@ -257,7 +289,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         request = (f"Please return the {order['items'][0]['name']} (item {items[0]}) from order "
                    f"{order['order_id']}, refund to the original payment method.")
         if forbidden:
-            rule = "delivered"
+            rule, fact = "delivered", {"kind": "order_status", "value": status, "also": ["delivered"]}
         else:
             writes = [{"name": "return_delivered_order_items", "arguments": {
                 "order_id": order["order_id"], "item_ids": items, "payment_method_id": card}}]
@@ -272,7 +304,7 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
             user["payment_methods"][gift]["balance"] = balance = round(total + 20, 2)
         request = f"Please pay order {order['order_id']} with my gift card instead of my credit card."
         if forbidden:
-            rule = "balance"
+            rule, fact = "balance", {"kind": "amount", "value": f"{balance:.2f}", "also": [f"{total:.2f}"]}
         else:
             writes = [{"name": "modify_pending_order_payment", "arguments": {
                 "order_id": order["order_id"], "payment_method_id": gift}}]
@@ -285,18 +317,23 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     if kind == "modify_order_payment":  # the gift card balance is in the profile
         pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_order_details", order_id=order["order_id"])
-    terms, conflicts = _rule("retail", rule, order["status"]) if rule else ([], [])
-    return Task("retail", kind, forbidden, request, writes, terms, conflicts, pre.messages,
-                hidden=_hidden(rule)), world
+    return _task("retail", kind, forbidden, request, writes, rule, order["status"], fact, pre.messages), world
 
 
-def _hidden(rule: str) -> list[str]:
-    """The verdict on this request: it must come from the agent, not from the conversation."""
-    return [refusal(rule)] if rule else []
+def _task(domain: str, kind: str, forbidden: bool, request: str, writes: list[dict[str, Any]], rule: str,
+          incidental: str, fact: dict[str, Any], prefill: list[dict[str, Any]]) -> Task:
+    if not rule:
+        return Task(domain, kind, forbidden, request, writes, [], [], {}, "", prefill)
+    terms, conflicts = _rule(domain, rule, incidental)
+    said = refusal(rule, fact)
+    statement = {k: fact[k] for k in ("kind", "value", "also")}
+    # The verdict on this request must come from the agent, not from the conversation.
+    return Task(domain, kind, forbidden, request, writes, terms, conflicts, statement, said, prefill, hidden=[said])
 
 
-def refusal(rule: str) -> str:
-    return f"I'm sorry, but I cannot do that: {REFUSALS[rule]}."
+def refusal(rule: str, fact: dict[str, Any]) -> str:
+    """The oracle's refusal: the fact, then the rule."""
+    return f"I'm sorry, but I cannot do that: {REFUSALS[rule](fact)}."
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
@@ -321,33 +358,40 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
                         f"{rejected} write call(s) the tool rejected"))
         return Verdict(sum(c.credit for c in checks), checks)
     acted = bool(writes)
-    named = names_rule(final_reply(task, messages), task.rule, task.conflicts)
+    reply = final_reply(task, messages)
+    fact = task.fact
+    told = states(reply, fact["kind"], fact["value"], fact["also"])
+    named = names_rule(reply, task.rule, task.conflicts)
+    ok = told and named and not acted
     checks = (
         Check("no_mutating_call", not acted, 0.0 if acted else 0.5),
-        Check("names_rule", named and not acted, 0.5 if named and not acted else 0.0,
-              f"the reply must name one of: {', '.join(task.rule)}; and none of: {', '.join(task.conflicts)}"),
+        Check("refusal", ok, 0.5 if ok else 0.0,
+              f"the reply must state the {fact['kind']} {fact['value']} (no other but {fact['also'] or 'none'}), "
+              f"name one of: {', '.join(task.rule)}; and none of: {', '.join(task.conflicts)}"),
     )
     return Verdict(sum(c.credit for c in checks), checks)
 
 
 # -- oracle ----------------------------------------------------------------------------
 
-REFUSALS = {
-    "24 hours": "it was booked more than 24 hours ago, it is not business class, no flight was "
-                "cancelled by the airline, and no travel insurance covers this reason",
-    "flown": "part of the trip has already been flown",
-    "basic economy": "basic economy reservations cannot change flights",
-    "remove": "checked bags can be added but never removed",
-    "pending": "only pending orders can be cancelled",
-    "delivered": "only delivered orders can be returned",
-    "balance": "your gift card balance does not cover the order total",
+REFUSALS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "24 hours": lambda f: f"it was booked on {f['value']}, more than 24 hours ago; it is not business class, no "
+                          "flight was cancelled by the airline, and no travel insurance covers this reason",
+    "flown": lambda f: f"flight {f['flight']} on {f['date']} has already {f['value']}, and part of the trip has been flown",
+    "basic economy": lambda f: "the reservation is in basic economy, and basic economy reservations cannot change flights",
+    "not on sale": lambda f: f"flight {f['flight']} on {f['date']} is {f['value']}, so it can no longer be booked",
+    "remove": lambda f: f"the reservation already has {f['value']} checked bags, and checked bags can be added but "
+                        "never removed",
+    "pending": lambda f: f"the order is {f['value']}, and only pending orders can be cancelled",
+    "delivered": lambda f: f"the order is {f['value']}, and only delivered orders can be returned",
+    "balance": lambda f: f"your gift card balance of ${f['value']} does not cover the order total of ${f['also'][0]}",
 }
+"""The oracle's refusal of each rule, filled with the record fact (`fact`'s fields)."""
 
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
     if task.forbidden:
-        name = next(name for name, terms in RULES[task.domain].items() if terms == task.rule)
-        plan: list[Any] = [refusal(name)]
+        plan: list[Any] = [task.refusal]
     else:
         plan = [*task.writes, "Done: your request has been completed."]
     return next_step(task, messages, plan)

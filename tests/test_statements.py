@@ -26,6 +26,22 @@ STUFFED_NUMBERS = " ".join(str(i) for i in range(2000))
     ("The tracking number is 724109372910.", "token", "724109372910", True),
     ("It is 724109372910 or 724109372911.", "token", "724109372910", False),
     ("It is 7241093729101.", "token", "724109372910", False),  # a longer number is another value
+    ("It was booked on 2024-05-09T15:00:00, more than 24 hours ago.", "date", "2024-05-09", True),
+    ("Booked on 2024-05-09; your flight is on 2024-05-18.", "date", "2024-05-09", False),
+    ("Reservation ZFA04Y is in basic economy.", "cabin", "basic_economy", True),
+    ("Its cabin is basic_economy.", "cabin", "basic_economy", True),
+    ("It is basic economy, economy or business.", "cabin", "basic_economy", False),
+    ("It is in economy.", "cabin", "basic_economy", False),  # economy is not basic economy
+    ("It already has 5 checked bags.", "bags", "5", True),
+    ("It has 1 bag.", "bags", "1", True),
+    ("It has 4 free bags and 5 checked bags.", "bags", "5", True),  # "4 free" counts free bags
+    (" ".join(f"{k} bags" for k in range(10)), "bags", "5", False),
+    ("Reservation ZFA04Y has 2 passengers.", "passengers", "2", True),
+    ("You are a regular member.", "membership", "regular", True),
+    ("You are a regular, silver or gold member.", "membership", "regular", False),
+    ("Order #W1234567 is processed.", "order_status", "processed", True),
+    ("It was canceled.", "order_status", "cancelled", True),
+    ("It is pending, processed or delivered.", "order_status", "processed", False),
 ])
 def test_states(text, kind, value, expected):
     assert states(text, kind, value) is expected
@@ -54,3 +70,16 @@ def test_a_rule_is_named_in_words_and_an_identifier_still_conflicts():
     assert names_rule("Basic economy flights cannot be changed.", ["basic economy"], ["remove"])
     assert not names_rule("Values: basic_economy, economy, business.", ["basic economy"], ["remove"])
     assert not names_rule("Only pending orders; flight is flown_or_departed", ["pending"], ["flown or departed"])
+
+
+def test_values_the_check_allows_besides_the_stated_one():
+    """The rule's own words and what the customer asked for are no claim about the record."""
+    refusal = "Order #W1 is processed, and only pending orders can be cancelled."
+    assert not states(refusal, "order_status", "processed")
+    assert states(refusal, "order_status", "processed", ["pending", "cancelled"])
+    assert not states("It is pending or processed.", "order_status", "delivered", ["pending", "processed"])
+    bags = "You asked for 3 bags, and the reservation already has 5 checked bags."
+    assert states(bags, "bags", "5", ["3"]) and not states(bags, "bags", "5")
+    balance = "Your gift card balance of $47.38 does not cover the order total of $94.76."
+    assert stated([balance], "amount", "47.38", ["94.76"]) and not stated([balance], "amount", "47.38")
+    assert not states(" ".join(f"${k}" for k in range(200)), "amount", "47", ["94"])

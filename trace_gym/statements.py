@@ -13,6 +13,17 @@ a check passes when some message to the customer states it:
 | `flight_status` | a flight status word (available, on time, delayed, flying, landed, cancelled) | `"delayed"` |
 | `free_bags` | a count followed by "free" (`4 free`) | `"4"` |
 | `token` | a word of the value's shape (same length, digits where it has digits) | `"724109372910"` |
+| `date` | a date as the records write it, `2024-05-09` (a timestamp's date too) | `"2024-05-09"` |
+| `cabin` | basic economy, economy, business (`basic_economy` too) | `"basic_economy"` |
+| `bags` | a count followed by "bags" or "checked bags" (`5 checked bags`, `1 bag`) | `"5"` |
+| `passengers` | a count followed by "passengers" (`2 passengers`) | `"2"` |
+| `membership` | regular, silver, gold | `"regular"` |
+| `order_status` | an order status (pending, processed, delivered, cancelled, exchange or return requested) | `"delivered"` |
+
+A check may allow some other values of the kind besides the one stated (`also`): the
+words of the rule itself ("only *pending* orders can be cancelled: this one is delivered")
+or what the customer asked for ("you asked for 3 bags, and the reservation already has 5
+checked bags"), which are no claim about the record.
 
 A refusal names its rule when it mentions one of the rule's terms and none of the terms of
 the rules that do not apply (`names_rule`); terms match case-insensitively, commas ignored
@@ -29,7 +40,16 @@ FLIGHT_STATUSES = ("available", "on time", "delayed", "flying", "landed", "cance
 _AMOUNT = re.compile(r"\$\s?(\d+(?:\.\d+)?)|\busd\s?(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s?(?:dollars?|usd)\b")
 _STATUS = re.compile(r"\b(available|on time|delayed|flying|landed|cancell?ed)\b")
 _FREE = re.compile(r"\b(\d+)\s+free\b")
-KINDS = ("amount", "flight_status", "free_bags", "token")
+_PATTERNS = {
+    "date": re.compile(r"\b(\d{4}-\d{2}-\d{2})(?!\d)"),
+    "cabin": re.compile(r"\b(basic[ _]economy|economy|business)\b"),
+    "bags": re.compile(r"\b(\d+)\s+(?:checked\s+)?bags?\b"),
+    "passengers": re.compile(r"\b(\d+)\s+passengers?\b"),
+    "membership": re.compile(r"\b(regular|silver|gold)\b"),
+    "order_status": re.compile(r"\b(pending|processed|delivered|cancell?ed|exchange requested|return requested)\b"),
+}
+"""The kinds whose values are one group of a pattern, normalised by `_normal_value`."""
+KINDS = ("amount", "flight_status", "free_bags", "token", *_PATTERNS)
 
 
 def normalise(text: str) -> str:
@@ -63,6 +83,8 @@ def _values(text: str, kind: str, value: str) -> Iterator[str]:
         return (str(int(m.group(1))) for m in _FREE.finditer(text))
     if kind == "token":
         return (m.group(0) for m in _token_pattern(value).finditer(text))
+    if kind in _PATTERNS:
+        return (_normal_value(kind, m.group(1)) for m in _PATTERNS[kind].finditer(text))
     raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -76,8 +98,14 @@ def _normal_value(kind: str, value: str) -> str:
     value = normalise(value)
     if kind == "amount":
         return str(_cents(value))
-    if kind == "free_bags":
+    if kind in ("free_bags", "bags", "passengers"):
         return str(int(value))
+    if kind == "date":
+        return value[:10]
+    if kind == "cabin":
+        return value.replace("_", " ")
+    if kind in ("flight_status", "order_status") and value == "canceled":
+        return "cancelled"
     return value
 
 
@@ -86,33 +114,45 @@ def _clue(kind: str, value: str) -> str:
     checking for it is far cheaper than reading their values)."""
     if kind == "amount":
         return normalise(value).partition(".")[0]
-    if kind == "flight_status" and value == "cancelled":
+    if kind in ("flight_status", "order_status") and value == "cancelled":
         return "cancel"
+    if kind in ("bags", "passengers"):
+        return kind[:-1]
+    if kind == "cabin":
+        return normalise(value).replace("_", " ").split()[-1]
+    if kind == "date":
+        return normalise(value)[:10]
     return normalise(value)
 
 
-def states(text: str, kind: str, value: str) -> bool:
-    """Whether `text` states `value` and no other value of the same kind (it stops at the
-    first other value: a stuffed message is long)."""
-    return _states(normalise(text), kind, value)
+def states(text: str, kind: str, value: str, also: Iterable[str] = ()) -> bool:
+    """Whether `text` states `value` and no other value of the same kind but those of
+    `also` (it stops at the first other value: a stuffed message is long)."""
+    return _states(normalise(text), kind, value, _allowed(kind, also))
 
 
-def _states(text: str, kind: str, value: str) -> bool:
+def _allowed(kind: str, also: Iterable[str]) -> frozenset[str]:
+    return frozenset(_normal_value(kind, v) for v in also)
+
+
+def _states(text: str, kind: str, value: str, allowed: frozenset[str] = frozenset()) -> bool:
     if kind not in KINDS:
         raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
     if _clue(kind, value) not in text:
         return False
     wanted, found = _normal_value(kind, value), False
     for v in _values(text, kind, value):
-        if v != wanted:
+        if v == wanted:
+            found = True
+        elif v not in allowed:
             return False
-        found = True
     return found
 
 
-def stated(texts: Iterable[str], kind: str, value: str) -> bool:
+def stated(texts: Iterable[str], kind: str, value: str, also: Iterable[str] = ()) -> bool:
     """Whether some message of `texts` states `value` (see `states`)."""
-    return any(_states(normalise(text), kind, value) for text in texts)
+    allowed = _allowed(kind, also) if also else frozenset()
+    return any(_states(normalise(text), kind, value, allowed) for text in texts)
 
 
 def _words(text: str) -> str:

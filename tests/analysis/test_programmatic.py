@@ -4,6 +4,7 @@ capability: it selects that capability and no other."""
 from __future__ import annotations
 
 import functools
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ from trace_gym.agents.base import OraclePolicy
 from trace_gym.analysis.pipeline import AnalysisConfig, analyze
 from trace_gym.analysis.programmatic import label
 from trace_gym.rollout import rollout
+from trace_gym.targets.user import CONFIRM_CUES
 
 
 class WeakOracle(OraclePolicy):
@@ -29,10 +31,11 @@ class WeakOracle(OraclePolicy):
             return action
         if self.weak == cap.PRECONDITION and "cannot" in action:
             return "I am sorry, I cannot do that."  # refuses without naming the rule
-        if self.weak == cap.STRUCTURED:
-            infos = [i["value"] for r in self._env.task.requests for i in r.communicate]
-            if any(i.replace(",", "").lower() in action.replace(",", "").lower() for i in infos):
-                return "All set, anything else?"  # never tells the figure it had to work out
+        if self.weak == cap.STRUCTURED and not any(cue in action.lower() for cue in CONFIRM_CUES):
+            # (a summary asking for the yes keeps its figures: without them it is no summary,
+            # and writing without one skips a policy rule, another capability)
+            for value in (i["value"] for r in self._env.task.requests for i in r.communicate):
+                action = re.sub(rf"\b{re.escape(value)}\b", "some", action, flags=re.IGNORECASE)
         return action
 
 
@@ -53,12 +56,49 @@ def test_rule():
     assert label(_record(False, [cap.MULTI_STEP], [("database", False)], termination="max_steps"), cap.MULTI_STEP) == "LACKING"
 
 
+@pytest.mark.parametrize("check", ["confirmation", "identification", "forbidden_write[0]:cancel_order"])
+def test_a_skipped_protocol_rule_is_a_precondition_left_unchecked(check):
+    needed = [cap.PRECONDITION, cap.STRUCTURED, cap.PRECISION, cap.MULTI_STEP]
+    record = _record(False, needed, [("database", True), (check, False)])
+    assert label(record, cap.PRECONDITION) == "LACKING"
+    assert {c: label(record, c) for c in needed[1:]} == dict.fromkeys(needed[1:], "PRESENT")
+    assert label(_record(False, [cap.STRUCTURED], [(check, False)]), cap.PRECONDITION) == "NA"
+    assert label(_record(False, [cap.PRECONDITION], [(check, True), ("database", False)]), cap.PRECONDITION) == "PRESENT"
+
+
+def test_a_write_without_a_yes_is_labelled_from_the_verdict_of_a_real_episode():
+    """The oracle with its summary-and-yes turns skipped: the strict verdict fails
+    `confirmation` alone, and the labeller puts it down to precondition verification."""
+    import gymnasium as gym
+
+    env = gym.make("trace/retail-v0", kinds=("cancel_order",), forbidden_rate=0.0, compound_rate=0.0).unwrapped
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        done, info = False, {}
+        while not done:
+            action = env.oracle_action(obs)
+            if isinstance(action, str) and any(cue in action.lower() for cue in CONFIRM_CUES):
+                action = env.oracle_action([*obs, {"role": "assistant", "content": action},
+                                            {"role": "user", "content": "Yes, please go ahead."}])
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        failed = [c["name"] for c in info["verdict"]["checks"] if not c["passed"]]
+        assert failed == ["confirmation"], (seed, failed)
+        record = {"passed": False, "capabilities_needed": env.task.capabilities_needed, "messages": obs,
+                  "termination_reason": "user_stop", "verdict": info["verdict"]}
+        assert cap.PRECONDITION in record["capabilities_needed"]
+        assert label(record, cap.PRECONDITION) == "LACKING"
+
+
 @pytest.mark.parametrize("weak", [cap.PRECONDITION, cap.STRUCTURED])
 def test_analysis_selects_what_the_agent_was_left_weak_on(tmp_path, weak):
     files = []
     for env_id in ("trace/airline-v0", "trace/retail-v0"):
         out = tmp_path / f"{env_id.split('/')[1]}.jsonl"
-        rollout(env_id, functools.partial(WeakOracle, weak), range(150), out, progress=False)
+        # One request per conversation: after a figure withheld the customer asks again, and an
+        # oracle whose plan has moved on would answer later requests out of turn.
+        rollout(env_id, functools.partial(WeakOracle, weak), range(150), out, progress=False,
+                env_kwargs={"compound_rate": 0.0})
         files.append(out)
     data = analyze(files, tmp_path / "analysis", AnalysisConfig(), log=lambda m: None)
     selected = {c["name"] for c in data["capabilities"] if c["passes_consistency"]}

@@ -20,6 +20,35 @@ def mutant(tmp_path: Path, name: str, **hooks: str) -> Path:
     return path
 
 
+_FORBIDDEN = "forbidden = '\"status\": \"pending\"' not in task.prefill[-1]['content']"
+REFUSABLE = {
+    "order": "order = b.add_order(user, status='processed' if rng.chance(0.6) else 'pending')",
+    "expected": (
+        "if '\"status\": \"pending\"' in task.prefill[-1]['content']:\n"
+        "    retail.TOOLS['cancel_pending_order'].fn(expected, order_id=task.order_id, reason=task.reason)"),
+    "to_json": (
+        "forbidden = '\"status\": \"pending\"' not in self.prefill[-1]['content']\n"
+        "return {**asdict(self), 'decision': 'forbidden' if forbidden else 'allowed', 'rule': ['pending'] if forbidden else []}"),
+    "verify": (
+        "from trace_gym.capability import final_reply\n"
+        "from trace_gym.statements import names_rule\n"
+        + _FORBIDDEN + "\n"
+        "refused = not write_calls(task, messages, arguments=False) and names_rule(final_reply(task, messages), ['pending'], ['delivered', 'balance'])\n"
+        "ok = refused if forbidden else final_world == expected"),
+    "one_write": "ok = ok and (forbidden or len(write_calls(task, messages, arguments=False)) == 1)",
+    "oracle": (
+        "if '\"status\": \"pending\"' not in task.prefill[-1]['content']:\n"
+        "    return next_step(task, messages, ['I cannot cancel it: the order is processed, and only pending orders can be cancelled.'])\n"
+        "call = {'name': 'cancel_pending_order', 'arguments': {'order_id': task.order_id, 'reason': task.reason}}"),
+}
+"""A template whose orders are mostly not pending (a refusal is due), paid for naming the rule."""
+REFUSABLE_STATING = {**REFUSABLE, "verify": REFUSABLE["verify"].replace(
+    "names_rule(final_reply(task, messages), ['pending'], ['delivered', 'balance'])",
+    "names_rule(final_reply(task, messages), ['pending'], ['delivered', 'balance']) and "
+    "states(final_reply(task, messages), 'order_status', 'processed', ['pending', 'cancelled'])").replace(
+    "import names_rule", "import names_rule, states")}
+"""The same, fixed: the refusal must also state the order's status."""
+
 # property -> hooks that break it (and, where possible, only it)
 KIT_MUTANTS = {
     "gym_api": {"user": "pre.messages.append({'role': 'robot', 'content': 'beep'})"},
@@ -46,6 +75,9 @@ KIT_MUTANTS = {
         "ok = (ok and len(write_calls(task, messages, arguments=False)) == 1) or task.reason in final_reply(task, messages)")},
     # the customer's reason decides the task's "decision": the wording gives it away
     "wording_only": {"to_json": "return {**asdict(self), 'decision': 'keep' if 'mistake' in self.reason else 'drop'}"},
+    # most orders cannot be cancelled (not pending), and naming the rule earns the refusal
+    # without saying what only the record shows: refusing every cancellation pays
+    "refuse_by_kind": REFUSABLE,
     # only the final database counts: extra writes, on other records or failing, are free
     "shotgun_writes": {"one_write": "pass"},
     "failing_writes": {"one_write": "pass"},

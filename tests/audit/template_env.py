@@ -42,7 +42,7 @@ def generate(rng: Rng, config: CapabilityConfig) -> tuple[Task, World]:
     pass  # HOOK:generate
     b = retail.RetailBuilder(rng, SIZE)
     user = b.add_user()
-    order = b.add_order(user, status="pending")
+    order = b.add_order(user, status="pending")  # HOOK:order
     reason = rng.choice(("no longer needed", "ordered by mistake"))
     world = b.build()
     pre = Prefill(world, retail.TOOLS.subset(TOOLS["retail"]))
@@ -53,7 +53,7 @@ def generate(rng: Rng, config: CapabilityConfig) -> tuple[Task, World]:
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list) -> Verdict:
     expected = initial_world.fork()
-    retail.TOOLS["cancel_pending_order"].fn(expected, order_id=task.order_id, reason=task.reason)
+    retail.TOOLS["cancel_pending_order"].fn(expected, order_id=task.order_id, reason=task.reason)  # HOOK:expected
     ok = final_world == expected  # HOOK:verify
     ok = ok and len(write_calls(task, messages, arguments=False)) == 1  # HOOK:one_write
     return Verdict(1.0 if ok else 0.0, (Check("database", ok, 1.0 if ok else 0.0),))

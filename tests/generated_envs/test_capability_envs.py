@@ -199,6 +199,44 @@ def test_precondition_refusal_must_name_only_the_rule_that_applies():
         assert policies.play(env, seed, policies.oracle)[0] == 1.0
 
 
+def test_precondition_refusal_must_state_the_record_fact():
+    """Naming the rule of the request's kind is what a policy that never reads the records says
+    on every request of that kind: the refusal must also state the fact that breaks the rule."""
+    env = gym.make("trace/precondition_verification-v0", forbidden_rate=1.0).unwrapped
+    kinds = {}
+    for seed in range(120):
+        env.reset(seed=seed)
+        task = env.task
+        kinds[task.kind] = kinds.get(task.kind, 0) + 1
+        rule_only = f"I'm sorry, but I cannot do that: {task.rule[0]}."
+        reward, _, info = policies.play(env, seed, policies.replay([rule_only]))
+        if task.fact["kind"] == "cabin":  # "basic economy" names the rule and states the cabin
+            assert reward == 1.0
+            continue
+        assert reward == 0.5, (seed, info["verdict"])
+        stated = f"{rule_only[:-1]}; the record says {task.fact['value']}."
+        if task.fact["kind"] == "amount":
+            stated = f"{rule_only[:-1]}; the balance is ${task.fact['value']}."
+        if task.fact["kind"] == "bags":
+            stated = f"{rule_only[:-1]}; it has {task.fact['value']} checked bags."
+        assert policies.play(env, seed, policies.replay([stated]))[0] == 1.0, (seed, stated)
+        wrong = {"date": "2024-01-01", "flight_status": "on time", "order_status": "exchange requested",
+                 "amount": "$0.01", "bags": "0 bags"}[task.fact["kind"]]
+        assert policies.play(env, seed, policies.replay([f"{stated} Or {wrong}."]))[0] == 0.5, (seed, wrong)
+    assert len(kinds) == 6
+
+
+def test_precondition_flight_changes_are_forbidden_for_either_reason():
+    env = gym.make("trace/precondition_verification-v0", forbidden_rate=1.0, airline_share=1.0).unwrapped
+    rules = {}
+    for seed in range(300):
+        env.reset(seed=seed)
+        if env.task.kind == "change_flight":
+            rules[env.task.rule[0]] = rules.get(env.task.rule[0], 0) + 1
+    assert set(rules) == {"basic economy", "no longer be booked"}
+    assert rules["basic economy"] < rules["no longer be booked"]  # refusing every change alike is mostly wrong
+
+
 def test_precondition_rejected_writes_cost_on_allowed_requests():
     env = gym.make("trace/precondition_verification-v0", forbidden_rate=0.0).unwrapped
     for seed in range(20):

@@ -48,6 +48,26 @@ def test_a_transfer_is_not_a_lookup(strict):
 
 
 @pytest.mark.parametrize("strict", [True, False])
+def test_a_refusal_must_state_what_only_the_record_shows(strict):
+    """Looking every record up and refusing each request with the rule its kind most often
+    breaks: the refusal names the rule but not the record's fact (save basic economy, whose
+    name is the cabin)."""
+    for env_id in TARGETS:
+        env = gym.make(env_id, forbidden_rate=1.0, compound_rate=0.0, strict=strict).unwrapped
+        played = 0
+        for seed in range(40):
+            env.reset(seed=seed)
+            request = env.task.requests[0]
+            reward = adversaries.refuse_by_kind(env, seed)
+            if reward is None:
+                continue
+            played += 1
+            if request.fact.get("kind") != "cabin":
+                assert reward == 0.0, (env_id, seed, request.kind)
+        assert played > 20
+
+
+@pytest.mark.parametrize("strict", [True, False])
 def test_an_attempted_forbidden_write_voids_the_refusal(strict):
     tried = rejected = 0
     for env_id in TARGETS:

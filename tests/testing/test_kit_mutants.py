@@ -49,3 +49,21 @@ def test_no_leak_fails_a_task_without_a_hidden_field(tmp_path):
     result = run_property("no_leak", EnvRef(path=str(path)), FAST)
     assert not result.passed and "has no 'hidden' field" in result.detail
     assert run_property("no_leak", EnvRef(path=str(TEMPLATE)), FAST).passed
+
+
+def test_refusing_by_kind_passes_where_the_refusal_must_state_the_record(tmp_path):
+    from tests.audit.mutants import REFUSABLE_STATING
+
+    path = mutant(tmp_path, "refusable_stating", **REFUSABLE_STATING)
+    result = run_property("refuse_by_kind", EnvRef(path=str(path)), FAST)
+    assert result.passed, result.detail
+    assert "refuse_by_kind 0.000" in result.detail
+
+
+def test_refusing_by_kind_learns_from_the_oracle_where_tasks_list_no_rule(tmp_path):
+    from tests.audit.mutants import REFUSABLE
+
+    no_rule = {**REFUSABLE, "to_json": "return asdict(self)"}
+    path = mutant(tmp_path, "refusable_no_rule", **no_rule)
+    result = run_property("refuse_by_kind", EnvRef(path=str(path)), FAST)
+    assert not result.passed and "refuse_by_kind adversary scored" in result.detail, result.detail

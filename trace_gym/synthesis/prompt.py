@@ -22,7 +22,9 @@ CONTRACT = """\
   `hidden` (values the agent must find, never stated in system or user messages),
   `max_steps`, `capabilities_needed`, `instructions` and `to_json()`. Where the agent must
   infer a categorical outcome from the records (allowed or forbidden, ...), `to_json()`
-  carries it as `decision`, and the request's wording is drawn the same way whatever it is.
+  carries it as `decision`, and the request's wording is drawn the same way whatever it is;
+  where a request must be refused, `to_json()` carries the terms naming the broken rule as
+  `rule`.
 - `generate(rng, config) -> (task, world)`: every random choice from `rng` (a
   `trace_gym.rng.Rng` derived from the episode seed); build worlds with
   `trace_gym.worlds.airline.AirlineBuilder` / `trace_gym.worlds.retail.RetailBuilder`.
@@ -32,12 +34,15 @@ CONTRACT = """\
   Reward only the behaviour: a write the tool rejects earns nothing and excuses nothing
   (count attempts, not only writes that went through); extra or failed writes cost; a
   required statement or refusal passes only when the reply says the right value or rule and
-  no other of its kind (`trace_gym.statements`).
+  no other of its kind (`trace_gym.statements`); a refusal also states the record fact that
+  breaks the rule (a status, a cabin, a date, a balance), since naming the rule a request's
+  kind usually breaks needs no record at all.
 - `oracle(task, messages) -> action`: acts from the conversation and reaches reward 1.0.
 - The episode ends at the agent's first reply without a tool call.
 - Degenerate policies and adversaries (random calls, always refusing, the system prompt or
   every value in view as the reply, every write tool on every id in view, ten rejected
-  writes before the oracle, the oracle with retyped or extra arguments, an early transfer)
+  writes before the oracle, the oracle with retyped or extra arguments, an early transfer,
+  refusing each request with the rule its kind most often breaks without reading a record)
   must average at most 0.35 and at most the reply "I cannot help with that." plus 0.05, and
   never score 1.0 where that reply scores less."""
 

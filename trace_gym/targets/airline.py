@@ -24,6 +24,7 @@ from trace_gym.targets.common import (
     expand_locates,
     locate,
     money,
+    record_fact,
     settle_vague,
 )
 from trace_gym.targets.config import TargetConfig
@@ -212,13 +213,14 @@ def cancel_reservation(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         cover = ("it has no travel insurance" if insurance == "no" else
                  "your travel insurance covers only health and weather reasons")
+        booked = res["created_at"][:10]
         plan.append(say(
-            f"I'm sorry, but I cannot cancel reservation {rid}. It was booked more than 24 hours "
-            f"ago, it is not a business reservation, none of its flights was cancelled by the "
-            f"airline, and {cover}."))
+            f"I'm sorry, but I cannot cancel reservation {rid}. It was booked on {booked}, more than "
+            f"24 hours ago, it is not a business reservation, none of its flights was cancelled by "
+            f"the airline, and {cover}."))
         d.forbid(request, ["24 hour", "24-hour"],
                  [{"name": "cancel_reservation", "arguments": {"reservation_id": rid}}],
-                 CABIN_NAME[cabin], *d.member)
+                 CABIN_NAME[cabin], *d.member, fact=record_fact("date", booked))
     else:
         plan += [
             say(f"Here is what I will do: cancel reservation {rid}, your {_trip(res)}. The "
@@ -297,7 +299,7 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
                         f"flights cannot be changed."))
         d.forbid(request, ["basic economy"],
                  [{"name": "update_reservation_flights", "arguments": {"reservation_id": rid}}],
-                 *d.member)
+                 *d.member, fact=record_fact("cabin", "basic_economy"))
         request.capabilities = [cap.PRECONDITION]
     else:
         verb = "charged to" if diff > 0 else "refunded to"
@@ -353,7 +355,7 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
                         f"flight on {res['flights'][0]['date']} has already been flown."))
         d.forbid(request, ["flown", "departed"],
                  [{"name": "update_reservation_flights", "arguments": {"reservation_id": rid}}],
-                 CABIN_NAME[old], *d.member)
+                 CABIN_NAME[old], *d.member, fact=record_fact("date", res["flights"][0]["date"]))
         request.capabilities = [cap.PRECONDITION]
         request.plan = plan
         return request
@@ -418,7 +420,7 @@ def baggage(d: Draft, forbidden: bool) -> Request:
                         f"checked bags cannot be removed from a reservation; bags can only be added."))
         d.forbid(request, ["remove"],
                  [{"name": "update_reservation_baggages", "arguments": {"reservation_id": rid}}],
-                 CABIN_NAME[cabin], *d.member)
+                 CABIN_NAME[cabin], *d.member, fact=record_fact("bags", str(booked), str(wanted)))
         request.capabilities = [cap.PRECONDITION]
         request.plan = plan
         return request
@@ -476,7 +478,7 @@ def update_passengers(d: Draft, forbidden: bool) -> Request:
                         f"passengers on a reservation cannot be changed, not even by a human agent."))
         d.forbid(request, ["number of passengers"],
                  [{"name": "update_reservation_passengers", "arguments": {"reservation_id": rid}}],
-                 CABIN_NAME[res["cabin"]], *d.member)
+                 CABIN_NAME[res["cabin"]], *d.member, fact=record_fact("passengers", str(n_pax), str(stated_n)))
         request.capabilities = [cap.PRECONDITION]
         request.plan = plan
         return request
@@ -624,10 +626,12 @@ def compensation(d: Draft, forbidden: bool) -> Request:
         plan.append(say(
             f"I checked: flight {seg['flight_number']} on {seg['date']} was cancelled by the "
             f"airline. I'm sorry, but compensation is only for silver or gold members, insured "
-            f"reservations and business reservations, and reservation {rid} does not qualify."))
+            f"reservations and business reservations, and you are a regular member, and "
+            f"reservation {rid} is not insured and not business, so it does not qualify."))
         # No forbidden write: the certificate it would take goes to the customer, as an allowed
         # compensation's does, so the database check is the one that catches it.
-        d.forbid(request, ["silver", "gold", "regular member"], [], CABIN_NAME[res["cabin"]])
+        d.forbid(request, ["silver", "gold", "regular member"], [], CABIN_NAME[res["cabin"]],
+                 fact=record_fact("membership", "regular", "silver", "gold"))  # the rule's own words
     else:
         why = {"silver": "a silver member", "gold": "a gold member"}.get(
             user["membership"], "a business reservation" if res["cabin"] == "business" else "an insured reservation")

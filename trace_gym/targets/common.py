@@ -71,13 +71,22 @@ class Drafting:
     def knows_id(self) -> bool:
         return not self.rng.chance(self.config.unknown_id_rate)
 
-    def forbid(self, request: Any, rule: list[str], forbids: list[dict[str, Any]], *incidental: str) -> None:
-        """Mark `request` as one to refuse: its refusal names one of `rule` and none of the
-        domain's other rules (save `incidental`, words that describe the record itself, such
-        as its status); attempting any of the `forbids` write calls voids the refusal."""
+    def forbid(self, request: Any, rule: list[str], forbids: list[dict[str, Any]], *incidental: str,
+               fact: dict[str, Any]) -> None:
+        """Mark `request` as one to refuse: its refusal states the record `fact` that breaks
+        the rule (`stated`), names one of `rule` and none of the domain's other rules (save
+        `incidental`, words that describe the record itself, such as its status); attempting
+        any of the `forbids` write calls voids the refusal."""
         request.rule = list(rule)
         request.conflicts = [w for w in self.RULE_WORDS if w not in rule and w not in incidental]
         request.forbids = forbids
+        request.fact = fact
+
+
+def record_fact(kind: str, value: str, *also: str) -> dict[str, Any]:
+    """A record fact a refusal must state: `value` of `kind`, and no other value of the kind
+    but `also` (`trace_gym.statements`)."""
+    return {"kind": kind, "value": value, "also": list(also)}
 
 
 def locate(table: str, record_id: str, known: bool) -> Step:

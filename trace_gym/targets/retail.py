@@ -24,6 +24,7 @@ from trace_gym.targets.common import (
     expand_locates,
     locate,
     money,
+    record_fact,
     settle_vague,
 )
 from trace_gym.targets.config import TargetConfig
@@ -127,7 +128,8 @@ def cancel_order(d: Draft, forbidden: bool) -> Request:
     if forbidden:
         plan.append(say(f"I'm sorry, but order {oid} cannot be cancelled: it is {status}, and only "
                         f"pending orders can be cancelled."))
-        d.forbid(request, ["pending"], [{"name": "cancel_pending_order", "arguments": {"order_id": oid}}], status)
+        d.forbid(request, ["pending"], [{"name": "cancel_pending_order", "arguments": {"order_id": oid}}], status,
+                 fact=record_fact("order_status", status, "pending", "cancelled"))  # the rule's own words
         request.capabilities = [cap.PRECONDITION]
     else:
         method = d.user["payment_methods"][order["payment_history"][0]["payment_method_id"]]
@@ -198,7 +200,8 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
         plan.append(say(f"I'm sorry, but order {oid} is {status}, so its items cannot be "
                         f"{'exchanged: only delivered orders can be' if delivered else 'modified: only pending orders can be'}."))
         tool = "exchange_delivered_order_items" if delivered else "modify_pending_order_items"
-        d.forbid(request, [good], [{"name": tool, "arguments": {"order_id": oid}}], status)
+        d.forbid(request, [good], [{"name": tool, "arguments": {"order_id": oid}}], status,
+                 fact=record_fact("order_status", status, good))
         request.capabilities = [cap.PRECONDITION]
         request.plan = plan
         return request
@@ -262,7 +265,7 @@ def modify_order_address(d: Draft, forbidden: bool) -> Request:
         plan.append(say(f"I'm sorry, but order {oid} is already delivered, so its address cannot be "
                         f"changed: only pending orders can be."))
         d.forbid(request, ["pending"], [{"name": "modify_pending_order_address", "arguments": {"order_id": oid}}],
-                 status)
+                 status, fact=record_fact("order_status", status, "pending"))
         request.capabilities = [cap.PRECONDITION]
     else:
         plan += [
@@ -304,7 +307,7 @@ def modify_order_payment(d: Draft, forbidden: bool) -> Request:
         plan.append(say(f"I'm sorry, but your gift card balance of {money(gift['balance'])} does not "
                         f"cover the order total of {money(total)}, so the payment cannot be switched to it."))
         d.forbid(request, ["balance"], [{"name": "modify_pending_order_payment", "arguments": {"order_id": oid}}],
-                 order["status"])
+                 order["status"], fact=record_fact("amount", amount_text(gift["balance"]), amount_text(total)))
         request.capabilities = [cap.PRECONDITION]
     else:
         plan += [
@@ -347,7 +350,7 @@ def return_items(d: Draft, forbidden: bool) -> Request:
         plan.append(say(f"I'm sorry, but order {oid} is {status}, so it cannot be returned: only "
                         f"delivered orders can be."))
         d.forbid(request, ["delivered"], [{"name": "return_delivered_order_items", "arguments": {"order_id": oid}}],
-                 status)
+                 status, fact=record_fact("order_status", status, "delivered"))
         request.capabilities = [cap.PRECONDITION]
     else:
         item_ids = [line["item_id"] for line in lines]

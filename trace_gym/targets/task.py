@@ -45,6 +45,12 @@ class Request:
     conflicts: list[str] = field(default_factory=list)
     """For a request the policy forbids: terms of rules that do not apply, which the refusal
     must not name (words that describe the record itself are left out)."""
+    fact: dict[str, Any] = field(default_factory=dict)
+    """For a request the policy forbids: the record fact that breaks the rule, which the
+    refusal must state (`{'kind', 'value', 'also'}` for `trace_gym.statements.stated`: the
+    value and no other of its kind but those of `also`, the rule's own words or what the
+    customer asked for). Naming the rule alone is what a policy that never reads the record
+    says too."""
     forbids: list[dict[str, Any]] = field(default_factory=list)
     """For a request the policy forbids: the write calls that would carry it out
     ({'name', 'arguments'}, the arguments a call must contain to be one of them). Attempting

@@ -5,8 +5,12 @@ tau2-bench's checks, with what a message must do to count as telling something:
 - `communicate[i]:VALUE`: some message to the customer states the value and no other value of
   its kind (`trace_gym.statements`: one amount, one flight status, ...);
 - `refusal[i]:KIND`, for a request the policy forbids: the record was looked up with a read
-  tool, a message names the violated rule and no rule that does not apply, and no write
-  that would carry the request out was attempted (the tool rejecting it does not excuse it).
+  tool, a message states the record fact that breaks the rule (the date it was booked, the
+  cabin, the bags or passengers it has, the order's status, the gift card's balance, ...)
+  and no other value of its kind, a message names the violated rule and no rule that does
+  not apply, and no write that would carry the request out was attempted (the tool
+  rejecting it does not excuse it). Naming the rule alone is what a policy that never
+  reads the record says as well, on every request of the kind.
 
 With `strict=True` (the default) the agent's protocol is scored too:
 - `forbidden_write[i]:KIND`: no write that would carry out a forbidden request was attempted;
@@ -63,9 +67,11 @@ def verify(task: TargetTask, initial_world: World, final_world: World,
                 c.kind is ToolKind.READ and c.went_through and request.subject in c.raw
                 and request.subject in _values(c.arguments) for c in calls)
             named = any(names_rule(text, request.rule, request.conflicts) for text in said)
-            ok = looked and named and not attempted
+            fact = request.fact
+            told = not fact or stated(said, fact["kind"], fact["value"], fact["also"])
+            ok = looked and told and named and not attempted
             checks.append(Check(f"refusal[{i}]:{request.kind}", ok, 1.0 if ok else 0.0, _refusal_detail(
-                request, looked, named, attempted)))
+                request, looked, told, named, attempted)))
             if strict:
                 checks.append(Check(f"forbidden_write[{i}]:{request.kind}", not attempted, 1.0 if not attempted else 0.0,
                                     f"attempted {', '.join(attempted)}" if attempted else ""))
@@ -128,12 +134,15 @@ def _forbidden_attempts(request: Request, calls: list[Call]) -> list[str]:
     return out
 
 
-def _refusal_detail(request: Request, looked: bool, named: bool, attempted: list[str]) -> str:
+def _refusal_detail(request: Request, looked: bool, told: bool, named: bool, attempted: list[str]) -> str:
     problems = []
     if attempted:
         problems.append(f"attempted the forbidden {', '.join(attempted)}")
     if not looked:
         problems.append(f"did not look up {request.subject} with a read tool")
+    if not told:
+        also = f" (besides: {', '.join(request.fact['also'])})" if request.fact["also"] else ""
+        problems.append(f"no message states the {request.fact['kind']} {request.fact['value']} alone{also}")
     if not named:
         problems.append(f"no message names one of: {', '.join(request.rule)}; and none of: "
                         f"{', '.join(request.conflicts)}")

@@ -24,11 +24,14 @@ number, is the oracle itself):
 | `early_transfer` | `transfer_to_human_agents` at once, once for each id in view with that id as its summary (a reply saying so where there is no such tool) |
 | `stuffed_then_transfer` | a question stuffed with the system prompt, then the same transfer |
 | `unclosed_think` | the oracle with each turn that writes sent inside a `<think>` block that is never closed |
+| `refuse_by_kind` | never checks a record: asks who the customer is where no id is in view yet, reads every record in view (unlooked at), then refuses each request, naming the rule that request's kind most often breaks (`usual_refusals`) |
 """
 
 from __future__ import annotations
 
 import re
+import weakref
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +40,7 @@ from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
 from trace_gym.rng import Rng
 from trace_gym.schema import sample_value
+from trace_gym.seeding import SPLITS
 from trace_gym.tools import ToolKind
 
 DO_NOTHING = "I cannot help with that."
@@ -464,6 +468,164 @@ def attempt_forbidden_then_oracle(env: TraceEnv, seed: int) -> float | None:
     return float(reward)
 
 
+# -- refusing by kind ----------------------------------------------------------------------
+
+FIT_SEEDS = 200
+"""Train seeds (from the middle of the split, apart from those the kit and the benchmark
+play) that `usual_refusals` learns each kind's usual rule from."""
+ASK_PLAINLY = ("Before anything else, please tell me your user id, your email, your name and zip code, "
+               "and the id of the reservation or order this is about?")
+
+
+def requests_of(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The requests of a task as `to_json()` gives it: its `requests`, or the task itself."""
+    requests = task.get("requests")
+    return [r for r in requests if isinstance(r, dict)] if isinstance(requests, list) else [task]
+
+
+def refusal_naming(term: str) -> str:
+    return f"I'm sorry, but I cannot do that: {term}."
+
+
+_USUAL: weakref.WeakKeyDictionary[TraceEnv, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def usual_refusals(env: TraceEnv) -> dict[str, str]:
+    """Request kind -> the refusal a policy that never checks a record would give it, learned
+    on FIT_SEEDS train seeds: one naming the rule that the kind's forbidden requests most
+    often break (the first of their `rule` terms in `task.to_json()`, per request where a
+    task has several); for an env whose tasks list no rule, the reply the oracle most often
+    ends with on the kind's tasks where it calls no write tool, with every value the
+    conversation showed taken out (what the oracle read in the records is no part of a
+    refusal that never reads them). Kinds never refused are left out. Learned once per env
+    instance."""
+    if env in _USUAL:
+        return _USUAL[env]
+    train = SPLITS["train"]
+    seeds = [train[len(train) // 2 + i] for i in range(FIT_SEEDS)]
+    rules: dict[str, Counter] = {}
+    for seed in seeds:
+        env.reset(seed=seed)
+        for request in requests_of(env.task.to_json()):
+            rule = request.get("rule")
+            if isinstance(rule, list) and rule and isinstance(rule[0], str) and isinstance(request.get("kind"), str):
+                rules.setdefault(request["kind"], Counter())[refusal_naming(rule[0])] += 1
+    if not rules:
+        for seed in seeds:
+            _count_oracle_refusal(env, seed, rules)
+    _USUAL[env] = out = {kind: counts.most_common(1)[0][0] for kind, counts in rules.items()}
+    return out
+
+
+def _count_oracle_refusal(env: TraceEnv, seed: int, rules: dict[str, Counter]) -> None:
+    """Count the oracle's last reply on `seed`, less the values in view, under the task's
+    kind, when it wrote nothing."""
+    obs, _ = env.reset(seed=seed)
+    kind = env.task.to_json().get("kind")
+    toolset = env.episode.toolset
+    wrote, done = False, False
+    while not done:
+        action = env.oracle_action(obs)
+        _, calls = _calls_of(action)
+        wrote = wrote or any(c["name"] in toolset and toolset[c["name"]].kind is ToolKind.WRITE for c in calls)
+        obs, _, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+    reply = next((m.get("content") for m in reversed(obs) if m["role"] == "assistant" and not m.get("tool_calls")), None)
+    if isinstance(kind, str) and not wrote and reply:
+        rules.setdefault(kind, Counter())[without_values(reply, obs)] += 1
+
+
+def without_values(text: str, messages: list[dict[str, Any]]) -> str:
+    """`text` with the values of the conversation's JSON and the ids the customer said taken
+    out, as whole words, longest first: numbers (also with two decimals), dates (a
+    timestamp's too) and words of three letters or more ("no" and "yes" stay: they are the
+    policy's words as much as the records')."""
+    values = set(ids_in_view(messages))
+    for _, v in leaves(messages):
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            values |= {str(v), f"{v:.2f}"}
+        elif isinstance(v, str):
+            values.add(v)
+            if _TIMESTAMP.match(v):
+                values.add(v[:10])
+    for value in sorted((v for v in values if len(v) >= 3 or any(c.isdigit() for c in v)), key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.]){re.escape(value)}(?!\w|\.\d)", "", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T")
+
+
+def _names_no_id(obs: list) -> bool:
+    last = next((m for m in reversed(obs) if m["role"] == "user"), None)
+    return last is None or not ids_in_view([{}, last])
+
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def _new_reads(env: TraceEnv, obs: list, rng: Rng, done: set[str]) -> list[dict[str, Any]]:
+    """Read calls not made yet: every read tool on every id in view, and each read tool
+    that takes no id with what the customer said for it (an email)."""
+    seen = seen_by_key(obs)
+    for m in obs[1:]:
+        if m["role"] == "user" and m.get("content"):
+            for email in _EMAIL.findall(m["content"]):
+                seen.setdefault("email", email)
+    calls = _reads(env, obs, rng)
+    for tool in _tools(env, ToolKind.READ):
+        required = tool.parameters.get("required", ())
+        if required and not any(n.endswith("id") for n in required) and all(n in seen for n in required):
+            calls.append({"name": tool.name, "arguments": {n: seen[n] for n in required}})
+    out = []
+    for call in calls:
+        key = dumps(call)
+        if key not in done:
+            done.add(key)
+            out.append(call)
+    return out
+
+
+READ_TURNS = 3
+"""Read turns before each refusal: enough to go from an email to the user, to their records."""
+
+
+def refuse_by_kind(env: TraceEnv, seed: int) -> float | None:
+    """Refuses every request with its kind's usual refusal (`usual_refusals`) without
+    checking a record: for each request, asks who the customer is and what it is about when
+    their last message names no id, reads every record in view (up to READ_TURNS turns of
+    calls not made before: a verifier that wants a lookup gets one), then refuses. None on
+    seeds whose requests are of no kind ever refused."""
+    refusals = usual_refusals(env)
+    env.reset(seed=seed)
+    kinds = [r.get("kind") for r in requests_of(env.task.to_json())]
+    if not any(k in refusals for k in kinds if isinstance(k, str)):
+        return None
+    replies = [refusals.get(k, DO_NOTHING) if isinstance(k, str) else DO_NOTHING for k in kinds]
+    rng = Rng.from_seed(seed)
+    state = {"request": 0, "phase": 0}
+    done: set[str] = set()
+
+    def script(e: TraceEnv, obs: list, turn: int) -> Any:
+        phase = state["phase"]
+        if phase == 0:
+            state["phase"] = 1
+            if _names_no_id(obs):
+                return ASK_PLAINLY
+        if state["phase"] <= READ_TURNS:
+            state["phase"] += 1
+            calls = _new_reads(e, obs, rng, done)
+            if calls:
+                return _message(calls)
+        state["phase"] = 0
+        reply = replies[min(state["request"], len(replies) - 1)]
+        state["request"] += 1
+        return reply
+    return play_script(env, seed, script)
+
+
 ADVERSARIES: dict[str, Adversary] = {
     "stuffed_prompt": _replying(_system),
     "stuffed_values": stuffed_values_reply,
@@ -478,5 +640,6 @@ ADVERSARIES: dict[str, Adversary] = {
     "early_transfer": early_transfer,
     "stuffed_then_transfer": stuffed_then_transfer,
     "unclosed_think": unclosed_think,
+    "refuse_by_kind": refuse_by_kind,
 }
 """Every adversary by name (`do_nothing`, the reference, apart)."""

@@ -156,12 +156,15 @@ MAX_ADVERSARY_MEAN = 0.35
 """The most any adversary may average."""
 OVER_DO_NOTHING = 0.05
 """How much more than the do-nothing reply, on the same seeds, an adversary may average."""
+ON_AVERAGE_ONLY = frozenset({"refuse_by_kind"})
+"""Adversaries bounded on their mean only, not seed by seed (see `refuse_by_kind`)."""
 
 
 def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary]) -> str:
     """Every adversary of `players` averages at most MAX_ADVERSARY_MEAN and at most the
-    do-nothing reply's mean plus OVER_DO_NOTHING (over the seeds it applies to), and scores
-    1.0 on no seed where doing nothing scores less (where the oracle's behaviour was needed)."""
+    do-nothing reply's mean plus OVER_DO_NOTHING (over the seeds it applies to), and, unless
+    it is bounded ON_AVERAGE_ONLY, scores 1.0 on no seed where doing nothing scores less
+    (where the oracle's behaviour was needed)."""
     env = ref.make()
     seeds = _seeds(s.adversary_seeds)
     reference = dict(zip(seeds, _do_nothing(ref.to_json(), tuple(seeds))))
@@ -182,7 +185,7 @@ def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversa
                   f"nothing: {base:.3f}); allowed: at most {MAX_ADVERSARY_MEAN} and at most "
                   f"{OVER_DO_NOTHING} above doing nothing")
         lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and reference[seed] < 1.0 - 1e-9]
-        if lucky:
+        if lucky and name not in ON_AVERAGE_ONLY:
             _fail(f"the {name} adversary scored 1.0 on seed {lucky[0]}, where doing nothing scores "
                   f"{reference[lucky[0]]} ({len(lucky)} such seeds of {len(rewards)})")
         parts.append(f"{name} {mean:.3f} ({len(rewards)} seeds)")
@@ -235,6 +238,15 @@ def early_transfer(ref: EnvRef, s: KitSettings) -> str:
     """A transfer to a human with every id in view as the summary, at once or after a
     question stuffed with the system prompt: a transfer is not a lookup."""
     return _bounded(ref, s, _adversaries("early_transfer", "stuffed_then_transfer"))
+
+
+def refuse_by_kind(ref: EnvRef, s: KitSettings) -> str:
+    """Refusing every request with the rule its kind most often breaks, without checking a
+    record: a refusal must say what only the records show (the fact that breaks the rule).
+    Bounded on average only: where a kind's forbidden requests all break one rule whose
+    name is the record's own value ("basic economy"), this refusal is the oracle's on them,
+    and no verifier can tell the two apart on those seeds."""
+    return _bounded(ref, s, _adversaries("refuse_by_kind"))
 
 
 def wording_only(ref: EnvRef, s: KitSettings) -> str:
@@ -449,6 +461,7 @@ PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "oracle_writes_accepted": oracle_writes_accepted,
     "stuffed_replies": stuffed_replies,
     "wording_only": wording_only,
+    "refuse_by_kind": refuse_by_kind,
     "shotgun_writes": shotgun_writes,
     "failing_writes": failing_writes,
     "retyped_writes": retyped_writes,
