@@ -1,10 +1,10 @@
-"""Rollout throughput: oracle episodes per second with parallel workers, and tiny-agent
+"""Rollout throughput: oracle episodes per second with parallel workers, and local-agent
 episodes per minute (batched local generation).
 
     python benchmarks/rollout_throughput.py [--episodes 400] [--tiny PATH] [--tiny-episodes 16]
 
 The oracle figure is the whole rollout path (processes, records, atomic appends); the tiny
-agent one uses the model in the cache (`trace-gym tiny-agent build`), or --tiny.
+agent one uses the base agent in the cache (`trace-gym base-agent build`), or --tiny.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from trace_gym.rollout import rollout, run_batched  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=400)
-    parser.add_argument("--tiny", help="tiny agent directory (default: the cache's default-seed0)")
+    parser.add_argument("--tiny", help="local agent directory (default: the base agent in the cache)")
     parser.add_argument("--tiny-episodes", type=int, default=16)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -37,11 +37,11 @@ def main() -> None:
                         workers=workers, progress=False)
                 rate = args.episodes / (time.perf_counter() - start)
                 print(f"oracle  {env_id:20s} workers={workers}  {rate:8.0f} episodes/s")
-        from trace_gym.tinyagent.build import default_cache_dir
+        from trace_gym.baseagent.build import default_agent_dir
 
-        tiny = Path(args.tiny) if args.tiny else default_cache_dir() / "default-seed0"
+        tiny = Path(args.tiny) if args.tiny else default_agent_dir()
         if not (tiny / "config.json").is_file():
-            print(f"tiny agent: not built at {tiny} (run `trace-gym tiny-agent build`)")
+            print(f"base agent: not built at {tiny} (run `trace-gym base-agent build`)")
             return
         for env_id in ("trace/airline-v0", "trace/retail-v0"):
             out = Path(tmp) / "tiny.jsonl"
