@@ -185,12 +185,18 @@ def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defau
     env_id = entry(args.env_id).id
     start, stop = parse_seed_range(args.seeds)
     mode = _rollout_mode(args.policy)
+    env_kwargs = None
+    if getattr(args, "config", None):
+        from trace_gym.runconfig import env_knobs
+
+        env_kwargs = env_knobs(args.config, env_id)
     factory = policy_factory(args)
-    fingerprint = run_fingerprint(env_id, factory, hint=args.hint)
+    fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=env_kwargs)
     out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
     summary = rollout(env_id, factory, seeds(args.split, start, stop), out, samples=samples,
                       hint=args.hint, workers=args.workers, mode=mode, progress=not args.quiet,
-                      runner=run_batched if mode == "batch" else None, fingerprint=fingerprint)
+                      runner=run_batched if mode == "batch" else None, env_kwargs=env_kwargs,
+                      fingerprint=fingerprint)
     if not args.quiet:
         print(f"{summary.written} episode(s) written to {summary.path}; {summary.skipped} already there",
               file=sys.stderr)
@@ -323,7 +329,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from trace_gym.rollout import read_records
 
     bands = _bands(args)
-    default = f"runs/calibration/{args.env_id.replace('/', '_')}-{args.policy}"
+    tag = f"-{Path(args.config).stem}" if getattr(args, "config", None) else ""
+    default = f"runs/calibration/{args.env_id.replace('/', '_')}-{args.policy}{tag}"
     out = _run_rollout(args, Path(args.out) if args.out else None, args.samples, default)
     from trace_gym.seeding import parse_seed_range, seeds
 
@@ -506,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hint", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--config", help="run configuration (e.g. configs/embedded.toml): the env's knobs from env_knobs")
     _policy_args(p, temperature=1.0)  # the trainer's rollout temperature
     _band_args(p)
     p.set_defaults(run=_cmd_calibrate)

@@ -1,0 +1,45 @@
+"""Run configurations: TOML files under configs/ that the pipeline reads.
+
+    [env_knobs."trace/precondition_verification-v0"]
+    prompt_style = "compact"
+    forbidden_rate = 0.6
+
+`env_knobs` holds, per env id, the `gym.make` keyword arguments a run uses for that env (the
+difficulty a base agent is calibrated at, say). Unknown top-level tables are refused, and a
+knob is checked by the env itself when it is made, with its own error naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trace_gym.errors import InvalidConfig
+
+SECTIONS = ("base_agent", "env_knobs")
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        raise InvalidConfig("reading a TOML run configuration needs Python 3.11 or newer (tomllib)") from None
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidConfig(f"no run configuration at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise InvalidConfig(f"{path}: unknown section(s) {unknown}; allowed: {', '.join(SECTIONS)}")
+    for env_id, knobs in data.get("env_knobs", {}).items():
+        if not isinstance(knobs, dict):
+            raise InvalidConfig(f"{path}: env_knobs.{env_id!r} must be a table of knobs")
+    return data
+
+
+def env_knobs(path: str | Path, env_id: str) -> dict[str, Any]:
+    """The knobs the configuration sets for `env_id` ({} when it sets none)."""
+    return dict(load(path).get("env_knobs", {}).get(env_id, {}))
