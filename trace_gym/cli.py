@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -90,7 +91,6 @@ def _cmd_play(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-
     from trace_gym.audit import AUDIT_LIMITS, audit
     from trace_gym.testing import KitSettings
 
