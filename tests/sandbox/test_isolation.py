@@ -13,6 +13,7 @@ from tests.audit.mutants import mutant
 from tests.audit.test_escapes import Listener
 from tests.conftest import requires_bubblewrap
 from trace_gym.sandbox import EnvSource, Limits, RemoteEnv, WorkerPool, resolve
+from trace_gym.sandbox.isolation import readable_paths
 
 PROBE = r'''
 import json, os, socket
@@ -85,7 +86,11 @@ def test_bubblewrap_worker_is_unprivileged_offline_and_sees_only_what_it_needs(t
     assert facts["uid"] == 65534 and facts["capabilities"] == "0000000000000000"
     assert facts["pid"] < 10  # its own PID namespace
     assert not facts["etc_passwd"] and not facts["home"]  # no view of the host's files
-    assert set(facts["root"]) <= {"tmp", "dev", "proc", "usr", "lib", "lib64", "lib32", "etc", "work", "root", "opt"}
+    # the system's library folders, and the top folder of each path the worker may read
+    # (the checkout's, the interpreter's): nothing else of the host's root
+    bound = {Path(p).parts[1] for p in readable_paths()}
+    assert set(facts["root"]) <= {"tmp", "dev", "proc", "usr", "lib", "lib64", "lib32", "etc"} | bound
+    assert "home" not in facts["root"] or "home" in bound
     assert not facts["library_writable"]  # the interpreter, site-packages and trace_gym are read-only
     assert facts["tmp_writable"] and facts["module_dir_writable"]  # its private tmpfs under /tmp, gone with it:
     assert not (tmp_path / "written").exists()  # nothing reaches the host's /tmp
