@@ -7,6 +7,7 @@
     trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
     trace-gym base-agent build [--from smollm2-135m-instruct|scratch|DIR] [--weak-kinds K1,K2] [--seed S] [--out DIR]
+    trace-gym train --env ENV_ID [--base PATH] --out DIR [--iterations N] [--resume] [--config FILE]
 """
 
 from __future__ import annotations
@@ -383,6 +384,37 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "READY" for r in results) else 1
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from trace_gym.trainer.config import GRPOConfig
+    from trace_gym.trainer.train import train
+
+    flags = {"env_id": args.env, "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
+             "lr": args.lr, "hint_fraction": args.hint_fraction, "seed": args.seed, "threads": args.threads,
+             "max_new_tokens": args.max_new_tokens, "backend": args.backend, "eval_every": args.eval_every}
+    table, knobs = {}, {}
+    if args.config:
+        from trace_gym import runconfig
+
+        table = runconfig.load(args.config).get("train", {})
+        knobs = runconfig.env_knobs(args.config, args.env)
+    config = GRPOConfig.from_dict(table, where=f"{args.config} [train]" if args.config else "config", **flags)
+    if knobs:
+        config = GRPOConfig.from_dict({**config.to_json(), "env_kwargs": {**config.env_kwargs, **knobs}})
+    if args.base:
+        base = Path(args.base)
+    else:
+        from trace_gym.baseagent.build import default_agent_dir
+
+        base = default_agent_dir()
+        if not (base / "config.json").is_file():
+            raise TraceGymError(f"no --base given and the embedded base agent is not built ({base}); run "
+                                "`trace-gym base-agent build` or pass --base DIR")
+    train(config, base, Path(args.out), resume=args.resume, allow_unaudited=args.allow_unaudited,
+          log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
+    print(Path(args.out) / "adapter")
+    return 0
+
+
 def _base_agent_args(b: argparse.ArgumentParser, default_source: str) -> None:
     from trace_gym.baseagent.build import METHODS
     from trace_gym.tinyagent.build import PRESETS
@@ -523,6 +555,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", nargs="+", help="results.json files or results directories")
     p.add_argument("--out", required=True, help="JSON Lines file to append to")
     p.set_defaults(run=_cmd_import_tau2)
+
+    p = sub.add_parser("train", help="step 3: train one LoRA adapter on an env with group-by-seed GRPO")
+    p.add_argument("--env", required=True, help="env id (any registered env, a target included)")
+    p.add_argument("--base", help="base model directory (default: the embedded base agent)")
+    p.add_argument("--out", required=True, help="run directory (metrics, checkpoints, adapter/)")
+    p.add_argument("--config", help="TOML file: its [train] table and the env's env_knobs (e.g. configs/embedded.toml)")
+    p.add_argument("--iterations", type=COUNT)
+    p.add_argument("--groups", type=COUNT, help="G: seeds per iteration")
+    p.add_argument("--group-size", type=COUNT, help="K: rollouts per seed")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--hint-fraction", type=float, help="share of each group's rollouts with the env's hint")
+    p.add_argument("--max-new-tokens", type=COUNT)
+    p.add_argument("--seed", type=NON_NEGATIVE)
+    p.add_argument("--threads", type=COUNT)
+    p.add_argument("--eval-every", type=NON_NEGATIVE, help="iterations between validation evaluations (0: none)")
+    p.add_argument("--backend", choices=["local", "vllm"],
+                   help="rollouts from this process (local) or from vLLM servers in $VLLM_BASE_URLS")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--allow-unaudited", action="store_true",
+                   help="train on a generated env that has no passing audit record")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(run=_cmd_train)
 
     for name, helptext in (("base-agent", "the embedded base agent"),
                            ("tiny-agent", "the from-scratch tiny agent (alias of base-agent build --from scratch)")):

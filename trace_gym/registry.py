@@ -200,6 +200,11 @@ def list_envs() -> list[EnvEntry]:
     return sorted(_ENTRIES.values(), key=lambda e: (e.kind != "target", e.id))
 
 
+def known(env_id: str) -> bool:
+    """Whether `env_id` is a registered trace-gym env."""
+    return (env_id.split(":", 1)[1] if env_id.startswith("trace_gym:") else env_id) in _ENTRIES
+
+
 def entry(env_id: str) -> EnvEntry:
     """The registry entry of an env id (accepts the 'trace_gym:' module prefix)."""
     env_id = env_id.split(":", 1)[1] if env_id.startswith("trace_gym:") else env_id

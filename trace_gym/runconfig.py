@@ -16,7 +16,7 @@ from typing import Any
 
 from trace_gym.errors import InvalidConfig
 
-SECTIONS = ("base_agent", "env_knobs")
+SECTIONS = ("base_agent", "env_knobs", "train")
 
 
 def load(path: str | Path) -> dict[str, Any]:

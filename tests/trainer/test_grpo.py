@@ -1,0 +1,319 @@
+"""Group-by-seed GRPO: advantages and group keying, the samples and their gradient, the frozen
+base, the hint-free loss prompt, resume, and learning on a small env."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import REPO
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from trace_gym.errors import InvalidConfig, TraceGymError  # noqa: E402
+from trace_gym.trainer import grpo  # noqa: E402
+from trace_gym.trainer.config import GRPOConfig  # noqa: E402
+from trace_gym.trainer.rollout import Request, Rollout, Turn  # noqa: E402
+
+FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
+
+
+def _rollout(seed: int, sample: int, reward: float, hint: bool = False) -> Rollout:
+    return Rollout(Request(seed, sample, hint, 0), reward, {}, "replied",
+                   [Turn([1, 2, 3], [1, 2, 3], [4, 5], [-1.0, -2.0])])
+
+
+# -- advantages and groups -------------------------------------------------------------------
+
+rewards_strategy = st.lists(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=4, max_size=4),
+                            min_size=1, max_size=5)
+
+
+@given(rewards_strategy, st.randoms(use_true_random=False))
+def test_advantages_depend_on_the_group_not_on_the_order(table, rnd):
+    rollouts = [_rollout(100 + g, k, r) for g, rewards in enumerate(table) for k, r in enumerate(rewards)]
+    shuffled = list(rollouts)
+    rnd.shuffle(shuffled)  # across and within groups
+    a = grpo.advantages(grpo.group_by_seed(rollouts, 4))
+    b = grpo.advantages(grpo.group_by_seed(shuffled, 4))
+    assert a == b
+    for g, rewards in enumerate(table):
+        mean = sum(rewards) / 4
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / 4)
+        for k, r in enumerate(rewards):
+            assert a[(100 + g, k)] == pytest.approx((r - mean) / (std + 1e-4))
+        assert sum(a[(100 + g, k)] for k in range(4)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_batch_std_divides_by_the_std_of_every_reward():
+    groups = grpo.group_by_seed([_rollout(1, 0, 0.0), _rollout(1, 1, 1.0), _rollout(2, 0, 1.0), _rollout(2, 1, 1.0)], 2)
+    adv = grpo.advantages(groups, std="batch", eps=0.0)
+    batch_std = math.sqrt(((0 - 0.75) ** 2 + 3 * 0.25 ** 2) / 4)
+    assert adv[(1, 0)] == pytest.approx(-0.5 / batch_std)
+    assert adv[(2, 0)] == 0.0
+
+
+def test_groups_are_keyed_by_seed_and_checked():
+    with pytest.raises(AssertionError, match="seed 7 holds samples \\[0, 0\\]"):
+        grpo.group_by_seed([_rollout(7, 0, 1.0), _rollout(7, 0, 0.0)], 2)
+    with pytest.raises(AssertionError, match="expected 0..2"):
+        grpo.group_by_seed([_rollout(7, 0, 1.0), _rollout(7, 1, 0.0)], 3)
+
+
+class ScriptedBackend:
+    """Rewards by seed parity: even seeds constant (all 0), odd seeds informative."""
+
+    def __init__(self) -> None:
+        self.played: list[list[Request]] = []
+
+    def sync(self, model, iteration):
+        pass
+
+    def play(self, requests):
+        self.played.append(list(requests))
+        return [_rollout(r.seed, r.sample, float(r.seed % 2 and r.sample == 0), r.hint) for r in requests]
+
+
+def test_constant_groups_are_dropped_and_fresh_seeds_drawn_within_the_bound():
+    config = GRPOConfig(groups=8, group_size=4, min_informative=1.0, max_resample_rounds=3, hint_fraction=0.5)
+    backend = ScriptedBackend()
+    groups, played = grpo.collect(config, backend, iteration=0)
+    assert all(seed % 2 for seed in groups) and groups
+    assert all(not grpo.is_constant(g) for g in groups.values())
+    assert 1 < played["rounds"] <= 4 and len(backend.played) == played["rounds"]
+    seeds = [r.seed for batch in backend.played for r in batch]
+    assert len(set(seeds)) * 4 == len(seeds)  # fresh seeds each round
+    assert all(sum(r.hint for r in batch if r.seed == s) == 2 for batch in backend.played
+               for s in {r.seed for r in batch})
+    again = grpo.collect(config, ScriptedBackend(), iteration=0)[0]
+    assert sorted(again) == sorted(groups)  # the draws are a function of (seed, iteration)
+    assert sorted(grpo.collect(config, ScriptedBackend(), iteration=1)[0]) != sorted(groups)
+
+
+def test_training_seeds_never_come_from_the_validation_slice():
+    config = GRPOConfig(groups=64)
+    validation = set(grpo.validation_seeds(grpo.VALIDATION_SEEDS))
+    for i in range(20):
+        assert not validation & set(grpo.draw_seeds(config, i, 0, 64, set()))
+
+
+# -- the loss --------------------------------------------------------------------------------
+
+def test_clipped_surrogate_takes_the_pessimistic_term():
+    logp = torch.log(torch.tensor([1.5, 0.5, 1.5, 0.5, 1.1]))
+    old = torch.zeros(5)
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0, 1.0])
+    loss, clipped = grpo.clipped_surrogate(logp, old, adv, 0.2, 0.28)
+    assert loss.tolist() == pytest.approx([-1.28, -0.5, 1.5, 0.8, -1.1])
+    assert clipped.tolist() == [True, False, False, True, False]
+
+
+def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
+    ref = torch.tensor([-1.0, -2.0])
+    assert grpo.k3_kl(ref, ref).tolist() == [0.0, 0.0]
+    assert (grpo.k3_kl(torch.tensor([-0.5, -3.0]), ref) > 0).all()
+
+
+def test_sample_normalisation_weighs_each_sample_once():
+    groups = grpo.group_by_seed([_rollout(1, 0, 0.0), _rollout(1, 1, 1.0)], 2)
+    groups[1][0].turns.append(Turn([1], [1], [7, 8, 9, 10], [-1.0] * 4))
+    adv = grpo.advantages(groups)
+    batch = grpo.samples_of(groups, adv, "sample")
+    assert len(batch.sequences) == 3 and batch.weight.sum().item() == pytest.approx(1.0)
+    assert batch.weight.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 12, 1 / 12, 1 / 12, 1 / 12, 1 / 6, 1 / 6])
+    token = grpo.samples_of(groups, adv, "token")
+    assert token.weight.tolist() == pytest.approx([1 / 8] * 8)
+
+
+def test_config_refuses_bad_values_naming_them():
+    with pytest.raises(InvalidConfig, match="group_size=1 is invalid"):
+        GRPOConfig(group_size=1)
+    with pytest.raises(InvalidConfig, match="advantage_std='mean' is invalid: allowed: group, batch"):
+        GRPOConfig(advantage_std="mean")
+    with pytest.raises(InvalidConfig, match="temperature=0.0 is invalid"):
+        GRPOConfig(temperature=0.0)
+    with pytest.raises(InvalidConfig, match="unknown key\\(s\\) group; allowed"):
+        GRPOConfig.from_dict({"group": 3})
+
+
+# -- on the fixture model --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fixture_model():
+    from trace_gym.trainer.train import load_model
+
+    torch.set_num_threads(1)
+    return load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
+
+
+def _play(model, tokenizer, env_id, seeds, hint=False, max_new_tokens=24, batch=8):
+    from trace_gym.trainer.rollout import LocalBackend
+
+    backend = LocalBackend(model, tokenizer, env_id, {"prompt_style": "compact"}, temperature=1.0, top_p=1.0,
+                           max_new_tokens=max_new_tokens, batch_episodes=batch)
+    return backend.play([Request(seed, k, hint and k % 2 == 0, 1000 * seed + k) for seed in seeds for k in range(2)])
+
+
+def test_only_completion_tokens_carry_loss(fixture_model):
+    """The gradient reaching the final hidden state is non-zero exactly at the positions that
+    predict a sampled token: no prompt, tool or customer token is a target."""
+    from trace_gym.trainer.prefix import per_sample
+
+    model, tokenizer = fixture_model
+    rollout = _play(model, tokenizer, "trace/airline-v0", [11], max_new_tokens=12)[0]
+    turn = next(t for t in reversed(rollout.turns) if t.completion_ids)
+    sequence = turn.loss_prompt_ids + turn.completion_ids
+    captured = {}
+    norm = model.get_base_model().model.norm
+
+    def keep(module, inputs, out):
+        out.retain_grad()
+        captured["h"] = out
+
+    handle = norm.register_forward_hook(keep)
+    try:
+        per_sample(model, [sequence], [len(turn.loss_prompt_ids)], lambda logp, index: logp.sum())
+    finally:
+        handle.remove()
+        model.zero_grad()
+    nonzero = (captured["h"].grad[0].abs().sum(-1) > 0).nonzero()[:, 0].tolist()
+    assert nonzero == list(range(len(turn.loss_prompt_ids) - 1, len(sequence) - 1))
+
+
+def test_shared_prefix_gradient_equals_the_per_sample_gradient():
+    from trace_gym.trainer.prefix import build_tree, count_tokens, per_sample, shared_prefix
+    from trace_gym.trainer.train import load_model
+
+    model, tokenizer = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
+    rollouts = _play(model, tokenizer, "trace/retail-v0", [3, 4], max_new_tokens=16)
+    groups = grpo.group_by_seed(rollouts, 2)
+    batch = grpo.samples_of(groups, {(r.seed, r.request.sample): (-1.0) ** r.request.sample for r in rollouts})
+    assert len(batch.sequences) > len(rollouts)  # several turns per episode
+    params = [p for p in model.parameters() if p.requires_grad]
+    with torch.no_grad():  # a non-zero B, so that every LoRA weight has a gradient
+        for p in params:
+            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+
+    def loss(logp, index):
+        return (torch.exp(logp - batch.old_logp[index]) * batch.advantage[index] * batch.weight[index]).sum()
+
+    grads = []
+    for run in (per_sample, shared_prefix):
+        model.zero_grad()
+        logp = run(model, batch.sequences, batch.prompt_lengths, loss)
+        grads.append(([p.grad.clone() for p in params], logp))
+    (ga, la), (gb, lb) = grads
+    assert torch.allclose(la, lb, atol=1e-5)
+    assert max((a - b).abs().max().item() for a, b in zip(ga, gb)) < 1e-5
+    assert max(a.abs().max().item() for a in ga) > 1e-4
+    tree = count_tokens(build_tree(batch.sequences, batch.prompt_lengths))
+    assert tree < sum(len(s) for s in batch.sequences) / 2
+
+
+def test_hinted_rollouts_train_on_the_hint_free_prompt(fixture_model):
+    model, tokenizer = fixture_model
+    rollouts = _play(model, tokenizer, "trace/precondition_verification-v0", [5], hint=True, max_new_tokens=8)
+    hinted = [r for r in rollouts if r.request.hint]
+    plain = [r for r in rollouts if not r.request.hint]
+    assert hinted and plain
+    for r in hinted:
+        first = r.turns[0]
+        assert "<expert_guidance>" in tokenizer.decode(first.prompt_ids)
+        assert "<expert_guidance>" not in tokenizer.decode(first.loss_prompt_ids)
+        assert first.loss_prompt_ids == plain[0].turns[0].prompt_ids  # the same seed's hint-free prompt
+
+
+def test_a_step_moves_the_lora_weights_and_leaves_the_base_frozen():
+    from trace_gym.trainer.train import load_model
+
+    model, tokenizer = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rollouts = [_rollout(1, 0, 0.0), _rollout(1, 1, 1.0)]
+    for r in rollouts:
+        r.turns = [Turn([1, 5, 9, 33], [1, 5, 9, 33], [40 + r.request.sample, 2], [-3.0, -3.0])]
+    config = GRPOConfig(group_size=2, lr=1e-2)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr)
+    groups = grpo.group_by_seed(rollouts, 2)
+    metrics = grpo.update(model, optimizer, grpo.samples_of(groups, grpo.advantages(groups)), config, params)
+    moved = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert moved and all("lora_" in n for n in moved)
+    assert any("lora_B" in n for n in moved)
+    assert metrics["tokens/completion"] == 4.0
+
+
+# -- whole runs ------------------------------------------------------------------------------
+
+def _config(**kw):
+    from tests.trainer.learnable_env import register
+
+    base = dict(env_id=register(), env_kwargs={}, iterations=4, groups=2, group_size=4, max_new_tokens=8,
+                threads=1, lr=6e-3, checkpoint_every=2, min_informative=0.0)
+    return GRPOConfig(**{**base, **kw})
+
+
+def _strip(rows):
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
+    from trace_gym.trainer.train import train
+
+    config = _config()
+    train(config, FIXTURE, tmp_path / "whole", log=None)
+    whole = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+
+    def crash(row):
+        if row["iteration"] == 2:  # after iteration 2 was logged, before its checkpoint
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config, FIXTURE, tmp_path / "killed", log=None, on_iteration=crash)
+    with pytest.raises(TraceGymError, match="pass --resume"):
+        train(config, FIXTURE, tmp_path / "killed", log=None)
+    with pytest.raises(TraceGymError, match="another configuration"):
+        train(_config(lr=1e-3), FIXTURE, tmp_path / "killed", resume=True, log=None)
+    train(config, FIXTURE, tmp_path / "killed", resume=True, log=None)
+    resumed = [json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in resumed] == [0, 1, 2, 3]
+    assert _strip(resumed) == _strip(whole)
+    a = (tmp_path / "whole" / "adapter" / "adapter_model.safetensors").read_bytes()
+    assert a == (tmp_path / "killed" / "adapter" / "adapter_model.safetensors").read_bytes()
+    record = json.loads((tmp_path / "whole" / "adapter" / "trace_gym_adapter.json").read_text())
+    assert record["env_id"] == config.env_id and "--enable-lora" in record["serve"]
+    assert record["base_model_sha256"] and record["metrics"]["iteration"] == 3
+
+
+def test_a_generated_env_without_a_passing_audit_is_refused(tmp_path, monkeypatch):
+    from trace_gym.registry import EnvEntry, _ENTRIES
+    from trace_gym.trainer.train import check_env_allowed
+
+    module = tmp_path / "unaudited_env.py"
+    module.write_text((REPO / "tests" / "audit" / "template_env.py").read_text())
+    monkeypatch.setitem(_ENTRIES, "trace/unaudited-v0", EnvEntry(
+        "trace/unaudited-v0", f"file:{module}:TemplateEnv", "test", kind="capability", capability="x",
+        origin="synthesized", sha256="0" * 64))
+    with pytest.raises(TraceGymError, match="no passing audit.*--allow-unaudited"):
+        check_env_allowed("trace/unaudited-v0", allow_unaudited=False)
+    check_env_allowed("trace/unaudited-v0", allow_unaudited=True)
+    check_env_allowed("trace/precondition_verification-v0", allow_unaudited=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grpo_learns_a_small_env(seed, tmp_path):
+    """From the fixture agent, which calls a tool on about a third of its samples, the mean
+    reward rises by at least 0.3 within 30 iterations."""
+    from trace_gym.trainer.train import train
+
+    rows = []
+    train(_config(iterations=30, groups=4, group_size=8, max_new_tokens=12, checkpoint_every=30, seed=seed),
+          FIXTURE, tmp_path / "run", log=None, on_iteration=rows.append)
+    rewards = [r["reward/mean"] for r in rows]
+    start, end = sum(rewards[:3]) / 3, sum(rewards[-5:]) / 5
+    assert start < 0.5 and end - start >= 0.3, rewards

@@ -1,0 +1,170 @@
+"""The trainer's configuration: every field with its default, what it allows and why.
+
+Defaults are the paper's recipe (TRACE, step 3) where it gives one; `configs/` holds the CPU
+recipe for the embedded default and the GPU recipe, each departure said beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from trace_gym.config import require
+from trace_gym.errors import InvalidConfig
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ADVANTAGE_STD = ("group", "batch")
+LOSS_NORMALIZATION = ("sample", "token")
+BACKENDS = ("local", "vllm")
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Group-by-seed GRPO with one LoRA adapter. Validated at construction: a bad value is an
+    `InvalidConfig` naming the field, the value and the rule."""
+
+    env_id: str = "trace/precondition_verification-v0"
+    """The env to train on: any registered env, a target included (direct GRPO on the target
+    is the paper's baseline)."""
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"prompt_style": "compact"})
+    """Knobs passed to `gym.make` (the base agent's compact prompts by default)."""
+    iterations: int = 20
+    """Rollout-and-update rounds (paper: 10-40)."""
+    groups: int = 32
+    """G: seeds drawn per iteration, one group each (paper: 32-64)."""
+    group_size: int = 16
+    """K: rollouts per seed; they share the seed's scenario and its prompt (paper: 16)."""
+    temperature: float = 1.0
+    """Rollout sampling temperature (paper: 1.0); the loss's log-probabilities use the same."""
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    """Tokens per agent turn at most."""
+    hint_fraction: float = 0.0
+    """Share of each group's rollouts whose system prompt carries the env's hint (paper:
+    25-50% when hints are used); the loss always sees the hint-free prompt."""
+    advantage_std: str = "group"
+    """'group': (r - mean_g) / (std_g + eps), the paper's formula; 'batch': the std over the
+    whole batch's rewards, as the reference code does."""
+    std_eps: float = 1e-4
+    min_informative: float = 0.5
+    """Fresh seeds are drawn for constant groups until at least this share of the G groups
+    has reward variance, or `max_resample_rounds` is spent."""
+    max_resample_rounds: int = 2
+    clip_eps: float = 0.2
+    """Lower clip of the ratio: 1 - clip_eps (paper: 0.2)."""
+    clip_eps_high: float | None = None
+    """Upper clip, 1 + clip_eps_high (None: clip_eps; the reference code uses 0.28)."""
+    beta: float = 0.0
+    """KL penalty weight against the adapter-disabled model (paper: none)."""
+    loss_normalization: str = "sample"
+    """'sample': each sample's tokens averaged, then the samples (GRPO's 1/G sum 1/|o_i|);
+    'token': every token of the batch weighs the same (DAPO)."""
+    lr: float = 1e-5
+    """AdamW learning rate (paper: 1e-5), constant."""
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    steps_per_batch: int = 1
+    """Optimiser steps on each batch (paper: 1, so the ratio departs from 1 only where the
+    rollout backend's log-probabilities differ from the trainer's)."""
+    lora_rank: int = 16
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    shared_prefix: bool = True
+    """Run each prefix the batch's samples share once (exact gradient); False runs every
+    sample from its first token."""
+    batch_episodes: int = 64
+    """Episodes decoded together by the local backend."""
+    seed: int = 0
+    """Seeds every random stream: the seeds drawn, the sampling, the LoRA initialisation."""
+    checkpoint_every: int = 5
+    """Iterations between checkpoints (the last iteration always writes one)."""
+    eval_every: int = 0
+    """Iterations between evaluations on the validation slice (0: never); the best one's
+    adapter is kept."""
+    eval_seeds: int = 32
+    """Validation seeds: the first ones of the train split's validation slice, which
+    training never draws (test seeds stay for the final evaluation)."""
+    threads: int = 2
+    """Torch threads of the local backend and the loss."""
+    backend: str = "local"
+    """'local' (transformers generation in this process) or 'vllm' (OpenAI-compatible
+    servers in VLLM_BASE_URLS that hot-swap the adapter)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
+        positive = ("iterations", "groups", "group_size", "max_new_tokens", "steps_per_batch", "lora_rank",
+                    "lora_alpha", "batch_episodes", "threads", "eval_seeds", "checkpoint_every")
+        for name in positive:
+            value = getattr(self, name)
+            require(self, name, type(value) is int and value >= 1, "must be an integer >= 1")
+        for name in ("max_resample_rounds", "seed", "eval_every"):
+            value = getattr(self, name)
+            require(self, name, type(value) is int and value >= 0, "must be an integer >= 0")
+        require(self, "group_size", self.group_size >= 2, "must be at least 2 (a group of one has no variance)")
+        for name, lo, hi in (("temperature", 0.0, 10.0), ("hint_fraction", 0.0, 1.0), ("min_informative", 0.0, 1.0),
+                             ("clip_eps", 0.0, 1.0), ("lora_dropout", 0.0, 1.0)):
+            value = getattr(self, name)
+            require(self, name, _number(value) and lo <= value <= hi, f"must be a number in [{lo}, {hi}]")
+        require(self, "temperature", self.temperature > 0, "must be > 0 (GRPO needs sampled rollouts)")
+        require(self, "top_p", _number(self.top_p) and 0 < self.top_p <= 1, "must be a number in (0, 1]")
+        for name in ("std_eps", "lr"):
+            require(self, name, _number(getattr(self, name)) and getattr(self, name) > 0, "must be a number > 0")
+        for name in ("beta", "weight_decay", "max_grad_norm"):
+            require(self, name, _number(getattr(self, name)) and getattr(self, name) >= 0, "must be a number >= 0")
+        require(self, "clip_eps_high", self.clip_eps_high is None or (_number(self.clip_eps_high)
+                                                                      and self.clip_eps_high >= 0),
+                "must be None or a number >= 0")
+        for name, allowed in (("advantage_std", ADVANTAGE_STD), ("loss_normalization", LOSS_NORMALIZATION),
+                              ("backend", BACKENDS)):
+            require(self, name, getattr(self, name) in allowed, f"allowed: {', '.join(allowed)}")
+        bad = [t for t in self.lora_targets if not isinstance(t, str) or not t]
+        require(self, "lora_targets", self.lora_targets and not bad, "must be a non-empty list of module names")
+        require(self, "env_id", isinstance(self.env_id, str) and self.env_id, "must be an env id")
+
+    @property
+    def eps_high(self) -> float:
+        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+
+    def hinted(self) -> int:
+        """Rollouts of each group that get the hint."""
+        return round(self.hint_fraction * self.group_size)
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_toml(cls, path: str | Path, **overrides: Any) -> GRPOConfig:
+        """The `[train]` table of a TOML file, then `overrides` (None values ignored); an
+        unknown key is refused, naming the file and the key."""
+        import tomllib
+
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise InvalidConfig(f"{path}: cannot read it as TOML: {e}") from None
+        table = data.get("train", {})
+        if not isinstance(table, dict):
+            raise InvalidConfig(f"{path}: [train] must be a table")
+        return cls.from_dict(table, where=f"{path} [train]", **overrides)
+
+    @classmethod
+    def from_dict(cls, table: dict[str, Any], where: str = "config", **overrides: Any) -> GRPOConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise InvalidConfig(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+        values = {**table, **{k: v for k, v in overrides.items() if v is not None}}
+        return cls(**values)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value

@@ -1,0 +1,293 @@
+"""Group-by-seed GRPO with one LoRA adapter per capability env (TRACE, step 3).
+
+One iteration, as the paper describes it:
+
+1. **Rollouts.** Draw G seeds from the train split (never from its validation slice) and play
+   K episodes of each at temperature T; `hint_fraction` of each group's episodes get the env's
+   hint in their system prompt.
+2. **Groups.** Group the episodes by seed (the key is the seed, and every group is asserted
+   to hold K episodes: never grouped by position) and give each episode the advantage
+   A = (r - mean_g) / (std_g + eps).
+3. **Informative groups.** A group whose K rewards are all equal has A = 0 everywhere and
+   teaches nothing: it is dropped, and fresh seeds are drawn in its place (at most
+   `max_resample_rounds` times) until at least `min_informative` of G groups have variance.
+4. **Samples.** One sample per agent turn: the turn's prompt with the hint-free system
+   prompt, and the tokens the model sampled; the loss covers only those completion tokens
+   (tool outputs and the customer's turns get no gradient), each with its episode's A.
+5. **Loss.** The clipped surrogate, token by token,
+       policy = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps_high) * A),  ratio = p_new / p_old,
+   plus, when beta > 0, beta * KL(new || adapter-disabled model) (the k3 estimator);
+       loss = policy + beta * kl,
+   averaged per sample then over samples (or over all tokens). AdamW, the gradient's norm
+   clipped at 1.0, `steps_per_batch` steps on the batch.
+
+Where this departs from the paper, or fixes what it leaves open:
+
+- p_old is the rollout backend's log-probability of each sampled token. With one step per
+  batch (the paper's recipe) the ratio therefore differs from 1 only where the backend and
+  the trainer disagree (vLLM's kernels, bf16); `loss/logp_mismatch` and `loss/clip_fraction`
+  show how much. For hinted samples the sampler's log-probabilities are for another prompt,
+  so p_old there is the trainer's own on the hint-free prompt, taken at the batch's first
+  step: the hint changes which completions are sampled, not the ratio.
+- Constant groups are resampled with fresh seeds (bounded) instead of only dropped, so that
+  a batch is not left with a handful of groups; every episode played counts in
+  `episodes/total`, the rollout budget that comparisons hold equal.
+- std is the population standard deviation of the group's K rewards; `advantage_std =
+  "batch"` takes it over the whole batch, as the reference code does.
+- Every prefix the batch's samples share (a group's prompt, an episode's earlier turns) runs
+  through the model once (`trainer.prefix`): the gradient is exact, the same as running each
+  sample alone.
+- Randomness comes from the seed alone: the seeds of iteration i and each episode's sampling
+  seed derive from (seed, i), so a resumed run draws what the uninterrupted one drew.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from trace_gym.seeding import SPLITS
+from trace_gym.trainer.config import GRPOConfig
+from trace_gym.trainer.prefix import per_sample, shared_prefix
+from trace_gym.trainer.rollout import Backend, Request, Rollout
+
+VALIDATION_SEEDS = 100_000
+"""The last seeds of the train split form its validation slice: never drawn for training."""
+
+
+def validation_seeds(n: int) -> list[int]:
+    start = SPLITS["train"].stop - VALIDATION_SEEDS
+    return list(range(start, start + n))
+
+
+# -- 1. rollouts ---------------------------------------------------------------------------
+
+def draw_seeds(config: GRPOConfig, iteration: int, round_: int, n: int, taken: set[int]) -> list[int]:
+    """`n` distinct train seeds outside the validation slice and outside `taken`, a function
+    of (config.seed, iteration, round)."""
+    rng = np.random.default_rng([config.seed, iteration, round_])
+    low, high = SPLITS["train"].start, SPLITS["train"].stop - VALIDATION_SEEDS
+    seeds: list[int] = []
+    while len(seeds) < n:
+        seed = int(rng.integers(low, high))
+        if seed not in taken:
+            taken.add(seed)
+            seeds.append(seed)
+    return seeds
+
+
+def requests_for(config: GRPOConfig, seeds: list[int], iteration: int) -> list[Request]:
+    """K episodes per seed; the first `hinted()` of each group get the hint."""
+    out = []
+    for seed in seeds:
+        for k in range(config.group_size):
+            sampling = int(np.random.SeedSequence([config.seed, iteration, seed, k]).generate_state(1)[0])
+            out.append(Request(seed=seed, sample=k, hint=k < config.hinted(), sampling_seed=sampling))
+    return out
+
+
+# -- 2. groups and advantages -----------------------------------------------------------------
+
+def group_by_seed(rollouts: list[Rollout], group_size: int) -> dict[int, list[Rollout]]:
+    """The rollouts keyed by seed, each group asserted to hold `group_size` episodes with
+    distinct sample indices."""
+    groups: dict[int, list[Rollout]] = defaultdict(list)
+    for r in rollouts:
+        groups[r.seed].append(r)
+    for seed, group in groups.items():
+        samples = sorted(r.request.sample for r in group)
+        if samples != list(range(group_size)):
+            raise AssertionError(f"group of seed {seed} holds samples {samples}, expected 0..{group_size - 1}")
+    return dict(groups)
+
+
+def is_constant(group: list[Rollout]) -> bool:
+    return len({r.reward for r in group}) == 1
+
+
+def advantages(groups: dict[int, list[Rollout]], std: str = "group", eps: float = 1e-4,
+               batch_rewards: list[float] | None = None) -> dict[tuple[int, int], float]:
+    """A per (seed, sample): (r - mean_g) / (std + eps), std of the group or of the batch."""
+    batch_std = float(np.std(batch_rewards if batch_rewards is not None else
+                             [r.reward for g in groups.values() for r in g]))
+    out = {}
+    for seed, group in groups.items():
+        rewards = np.array([r.reward for r in group], dtype=np.float64)
+        scale = (float(rewards.std()) if std == "group" else batch_std) + eps
+        for r, value in zip(group, rewards):
+            out[(seed, r.request.sample)] = float((value - rewards.mean()) / scale)
+    return out
+
+
+# -- 3. informative groups -------------------------------------------------------------------
+
+def collect(config: GRPOConfig, backend: Backend, iteration: int) -> tuple[dict[int, list[Rollout]], dict[str, Any]]:
+    """Play groups until `min_informative` of G have reward variance (or the resampling is
+    spent); return the informative groups and what was played."""
+    taken: set[int] = set()
+    informative: dict[int, list[Rollout]] = {}
+    played: list[Rollout] = []
+    first_constant = 0
+    need = math.ceil(config.min_informative * config.groups)
+    for round_ in range(config.max_resample_rounds + 1):
+        n = config.groups if round_ == 0 else config.groups - len(informative)
+        seeds = draw_seeds(config, iteration, round_, n, taken)
+        rollouts = backend.play(requests_for(config, seeds, iteration))
+        played += rollouts
+        groups = group_by_seed(rollouts, config.group_size)
+        constant = [s for s in seeds if is_constant(groups[s])]
+        if round_ == 0:
+            first_constant = len(constant)
+        informative.update({s: groups[s] for s in seeds if s not in constant})
+        if len(informative) >= need or len(informative) == config.groups:
+            break
+    return informative, {"played": played, "rounds": round_ + 1, "first_constant": first_constant}
+
+
+# -- 4. samples ------------------------------------------------------------------------------
+
+@dataclass
+class Batch:
+    sequences: list[list[int]]
+    """Per sample: the hint-free prompt, then the completion."""
+    prompt_lengths: list[int]
+    old_logp: torch.Tensor
+    """(N,) the sampler's log-probability of every completion token, flat."""
+    trainer_old: torch.Tensor
+    """(N,) bool: tokens whose p_old is the trainer's (hinted samples)."""
+    advantage: torch.Tensor
+    """(N,) the token's episode's advantage."""
+    weight: torch.Tensor
+    """(N,) the token's share of the loss (the normalisation)."""
+
+
+def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], float],
+               normalization: str = "sample") -> Batch:
+    sequences, prompts, old, trainer_old, advantage, sample_of = [], [], [], [], [], []
+    for seed in sorted(groups):
+        for r in sorted(groups[seed], key=lambda r: r.request.sample):
+            for turn in r.turns:
+                if not turn.completion_ids:
+                    continue
+                sequences.append(turn.loss_prompt_ids + turn.completion_ids)
+                prompts.append(len(turn.loss_prompt_ids))
+                old += turn.logprobs
+                trainer_old += [r.request.hint] * len(turn.completion_ids)
+                advantage += [adv[(seed, r.request.sample)]] * len(turn.completion_ids)
+                sample_of += [len(sequences) - 1] * len(turn.completion_ids)
+    counts = np.bincount(sample_of, minlength=len(sequences)) if sample_of else np.zeros(0)
+    if normalization == "sample":
+        weight = [1.0 / (len(sequences) * counts[i]) for i in sample_of]
+    else:
+        weight = [1.0 / max(1, len(sample_of))] * len(sample_of)
+    return Batch(sequences, prompts, torch.tensor(old, dtype=torch.float32), torch.tensor(trainer_old, dtype=torch.bool),
+                 torch.tensor(advantage, dtype=torch.float32), torch.tensor(weight, dtype=torch.float32))
+
+
+# -- 5. loss and update ----------------------------------------------------------------------
+
+def clipped_surrogate(logp: torch.Tensor, old: torch.Tensor, advantage: torch.Tensor, eps_low: float,
+                      eps_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per token: -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A), and whether the
+    clipped term is the one taken (the token gets no gradient)."""
+    ratio = torch.exp(logp - old)                                                     # (P,)
+    unclipped = ratio * advantage
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantage
+    return -torch.minimum(unclipped, clipped), clipped < unclipped
+
+
+def k3_kl(logp: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """Per token, the k3 estimate of KL(new || ref): exp(ref - new) - (ref - new) - 1 (>= 0)."""
+    delta = ref - logp
+    return torch.exp(delta) - delta - 1.0
+
+
+def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: GRPOConfig,
+           params: list[torch.nn.Parameter]) -> dict[str, float]:
+    """`steps_per_batch` optimiser steps on the batch; the loss's metrics of the first step."""
+    run = shared_prefix if config.shared_prefix else per_sample
+    ref = None
+    if config.beta > 0:
+        with model.disable_adapter():
+            ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
+    old = batch.old_logp.clone()
+    metrics: dict[str, float] = {}
+    model.train()
+    for step in range(config.steps_per_batch):
+        sums = defaultdict(float)
+
+        def token_loss(logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            p_old = old[index]
+            if step == 0:
+                p_old = torch.where(batch.trainer_old[index], logp.detach(), p_old)
+            policy, was_clipped = clipped_surrogate(logp, p_old, batch.advantage[index], config.clip_eps,
+                                                    config.eps_high)
+            kl = k3_kl(logp, ref[index]) if ref is not None else torch.zeros_like(logp)
+            loss = policy + config.beta * kl
+            w = batch.weight[index]
+            sums["policy"] += float((policy.detach() * w).sum())
+            sums["kl"] += float((kl.detach() * w).sum())
+            sums["clipped"] += float(was_clipped.sum())
+            return (loss * w).sum()
+
+        optimizer.zero_grad(set_to_none=True)
+        logp = run(model, batch.sequences, batch.prompt_lengths, token_loss, temperature=config.temperature)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm))
+        optimizer.step()
+        if step == 0:
+            old = torch.where(batch.trainer_old, logp, old)
+            sampler = ~batch.trainer_old
+            n = len(logp)
+            metrics = {
+                "loss/policy": sums["policy"], "loss/kl": sums["kl"],
+                "loss/clip_fraction": sums["clipped"] / max(1, n), "loss/grad_norm": grad_norm,
+                "loss/logp_mismatch": float((logp[sampler] - batch.old_logp[sampler]).abs().mean())
+                if sampler.any() else 0.0,
+                "tokens/completion": float(n),
+            }
+    optimizer.zero_grad(set_to_none=True)
+    model.eval()
+    return metrics
+
+
+# -- the iteration ---------------------------------------------------------------------------
+
+def iteration(config: GRPOConfig, model: Any, optimizer: torch.optim.Optimizer, backend: Backend,
+              params: list[torch.nn.Parameter], index: int, clock: Callable[[], float] = time.perf_counter
+              ) -> dict[str, Any]:
+    """One rollout-and-update round; returns its metrics (`trainer.metrics.METRICS`)."""
+    t0 = clock()
+    backend.sync(model, index)
+    groups, played = collect(config, backend, index)
+    t1 = clock()
+    rollouts = played["played"]
+    rewards = [r.reward for r in rollouts]
+    metrics: dict[str, Any] = {
+        "iteration": index,
+        "reward/mean": float(np.mean(rewards)), "reward/std": float(np.std(rewards)),
+        "reward/pass_rate": float(np.mean([r.passed for r in rollouts])),
+        "groups/constant_share": played["first_constant"] / config.groups,
+        "groups/informative": len(groups), "groups/rounds": played["rounds"],
+        "episodes/total": len(rollouts),
+        "tokens/turns": sum(len(r.turns) for r in rollouts),
+    }
+    checks: dict[str, list[float]] = defaultdict(list)
+    for r in rollouts:
+        for name, credit in r.checks.items():
+            checks[name].append(credit)
+    metrics.update({f"checks/{name}": float(np.mean(v)) for name, v in sorted(checks.items())})
+    if groups:
+        adv = advantages(groups, config.advantage_std, config.std_eps, rewards)
+        batch = samples_of(groups, adv, config.loss_normalization)
+        metrics.update(update(model, optimizer, batch, config, params))
+        metrics["tokens/prompt"] = float(sum(batch.prompt_lengths))
+    t2 = clock()
+    metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1})
+    return metrics

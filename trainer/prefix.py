@@ -1,0 +1,196 @@
+"""Log-probabilities and their gradient over many sequences that share prefixes, each shared
+prefix run through the model once.
+
+A GRPO batch is many (prompt, completion) samples that share most of their tokens: the K
+rollouts of a group start from the same prompt, and in a multi-turn episode each turn's
+prompt is the previous turn's prompt, its completion and the env's answer. Running every
+sample from its first token repeats that shared work once per sample.
+
+Here the samples' token sequences go into a prefix tree (a radix tree: each node holds the
+run of tokens that every sequence through it shares). Each node's tokens are run once, on
+top of its parent's keys and values. The loss is a sum of per-token terms, so its gradient
+is the sum of the nodes' gradients, and it is exact, not an approximation: a node's keys
+and values enter its children as leaf tensors that require grad; after its children have
+run (and back-propagated into those leaves), the node back-propagates its own terms together
+with the gradient its children left on its keys and values, which flows on into its
+parent's leaves. Only the graphs on the path from the root to the node in hand are alive at
+once, never the whole batch's.
+
+`per_sample` is the plain computation (every sample from its first token), the reference a
+test compares the gradients with, and what a trainer without the tree pays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+TokenLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""`token_loss(logp (P,), index (P,)) -> scalar`: the loss of the completion tokens whose flat
+indices are `index`, given their log-probabilities under the model being trained. The total
+loss is the sum of its values over calls, so it must be a sum over tokens (normalisation
+folded into per-token weights)."""
+
+
+@dataclass
+class Node:
+    start: int
+    """Position of the node's first token in every sequence through it."""
+    tokens: list[int]
+    children: list[Node] = field(default_factory=list)
+    # loss terms: the logits at local position `at` predict `target`, flat completion index `index`
+    at: list[int] = field(default_factory=list)
+    target: list[int] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def build_tree(sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> Node:
+    """The prefix tree of `sequences` (a root with no tokens), with every completion token
+    (`sequences[i][prompt_lengths[i]:]`) attached, in flat order, to the node holding the
+    position that predicts it."""
+    root = Node(0, [])
+    for seq in sequences:
+        node, pos = root, 0
+        while pos < len(seq):
+            child = next((c for c in node.children if c.tokens[0] == seq[pos]), None)
+            if child is None:
+                node.children.append(Node(pos, list(seq[pos:])))
+                break
+            n = _shared(child.tokens, seq[pos:])
+            if n < len(child.tokens):  # split the child where this sequence leaves it
+                tail = Node(child.start + n, child.tokens[n:], child.children)
+                child.tokens, child.children = child.tokens[:n], [tail]
+            node, pos = child, pos + n
+    flat = 0
+    for seq, prompt in zip(sequences, prompt_lengths):
+        if not 1 <= prompt <= len(seq):
+            raise ValueError(f"a prompt of {prompt} tokens in a sequence of {len(seq)}: each sample needs a "
+                             "prompt of at least one token")
+        path, node, pos = [], root, 0
+        while pos < len(seq):
+            node = next(c for c in node.children if c.tokens[0] == seq[pos])
+            path.append(node)
+            pos += len(node.tokens)
+        for q in range(prompt - 1, len(seq) - 1):  # position q predicts the token at q + 1
+            owner = next(n for n in path if n.start <= q < n.start + len(n.tokens))
+            owner.at.append(q - owner.start)
+            owner.target.append(seq[q + 1])
+            owner.index.append(flat)
+            flat += 1
+    return root
+
+
+def count_tokens(root: Node) -> int:
+    """Tokens the tree runs through the model (against sum(len(s)) for `per_sample`)."""
+    return len(root.tokens) + sum(count_tokens(c) for c in root.children)
+
+
+def _causal_lm(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def _token_logp(lm, hidden: torch.Tensor, at: list[int], target: list[int], temperature: float) -> torch.Tensor:
+    logits = lm.lm_head(hidden[at]).float()                                   # (P, V)
+    if temperature != 1.0:
+        logits = logits / temperature
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(target)[:, None])[:, 0]   # (P,)
+
+
+def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None, token_loss: TokenLoss | None,
+         temperature: float, out: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Run `node` and its subtree; with `token_loss`, back-propagate them and return the
+    gradient left on `parent`'s keys and values."""
+    grad = token_loss is not None
+    leaves = None
+    if parent is not None:
+        leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in parent]
+    layers = []
+    for i in range(lm.config.num_hidden_layers):
+        layer = DynamicLayer()
+        if leaves is not None:
+            layer.lazy_initialization(*leaves[i])
+            layer.keys, layer.values = leaves[i]
+        layers.append(layer)
+    n = len(node.tokens)
+    hidden = lm.model(input_ids=torch.tensor([node.tokens]),                  # (1, n)
+                      position_ids=torch.arange(node.start, node.start + n)[None],
+                      cache=Cache(layers=layers), use_cache=True).last_hidden_state[0]   # (n, H)
+    kv = [(layer.keys, layer.values) for layer in layers]                     # each (1, heads, start + n, D)
+    loss = None
+    if node.at:
+        logp = _token_logp(lm, hidden, node.at, node.target, temperature)
+        index = torch.tensor(node.index)
+        out[index] = logp.detach()
+        if grad:
+            loss = token_loss(logp, index)
+    child_grads: list[torch.Tensor | None] = [None] * (2 * len(kv))
+    for child in node.children:
+        g = _run(lm, child, kv, token_loss, temperature, out)
+        if g is not None:
+            for j, (gk, gv) in enumerate(g):
+                for slot, t in ((2 * j, gk), (2 * j + 1, gv)):
+                    if t is not None:
+                        child_grads[slot] = t if child_grads[slot] is None else child_grads[slot] + t
+    if not grad:
+        return None
+    tensors, grads = [], []
+    if loss is not None and loss.requires_grad:
+        tensors.append(loss)
+        grads.append(torch.ones_like(loss))
+    flat_kv = [t for pair in kv for t in pair]
+    for t, g in zip(flat_kv, child_grads):
+        if g is not None and t.requires_grad:
+            tensors.append(t)
+            grads.append(g)
+    if tensors:
+        torch.autograd.backward(tensors, grads)
+    if leaves is None:
+        return None
+    return [(k.grad, v.grad) for k, v in leaves]
+
+
+def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int],
+                  token_loss: TokenLoss | None = None, temperature: float = 1.0) -> torch.Tensor:
+    """The log-probability `(N,)` of every completion token (flat: sample by sample, token by
+    token) under `model`, each shared prefix run once. With `token_loss`, the loss is also
+    back-propagated into the model's parameters (their `.grad` accumulates)."""
+    lm = _causal_lm(model)
+    root = build_tree(sequences, prompt_lengths)
+    total = sum(len(s) - p for s, p in zip(sequences, prompt_lengths))
+    out = torch.zeros(total)
+    context = torch.enable_grad() if token_loss is not None else torch.no_grad()
+    with context:
+        for child in root.children:
+            _run(lm, child, None, token_loss, temperature, out)
+    return out
+
+
+def per_sample(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int],
+               token_loss: TokenLoss | None = None, temperature: float = 1.0) -> torch.Tensor:
+    """The same as `shared_prefix`, running every sample from its first token."""
+    lm = _causal_lm(model)
+    outs, flat = [], 0
+    context = torch.enable_grad() if token_loss is not None else torch.no_grad()
+    with context:
+        for seq, prompt in zip(sequences, prompt_lengths):
+            hidden = lm.model(input_ids=torch.tensor([list(seq)])).last_hidden_state[0]   # (T, H)
+            at = list(range(prompt - 1, len(seq) - 1))
+            logp = _token_logp(lm, hidden, at, list(seq[prompt:]), temperature)
+            index = torch.arange(flat, flat + len(at))
+            if token_loss is not None:
+                token_loss(logp, index).backward()
+            outs.append(logp.detach())
+            flat += len(at)
+    return torch.cat(outs) if outs else torch.zeros(0)

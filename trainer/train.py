@@ -1,0 +1,190 @@
+"""`trace-gym train`: a run of `trainer.grpo` iterations with checkpoints, logs and an adapter
+a user can take elsewhere.
+
+The run directory holds `metrics.jsonl` (one line per iteration), `checkpoints/` (resumable),
+`config.json`, and at the end `adapter/`: a peft adapter directory with
+`trace_gym_adapter.json` (env id and code sha256, the base model's sha256, the config, the
+final metrics and the vLLM command that serves it). With `eval_every`, `best/` holds the
+adapter that scored best on the validation slice.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.jsondata import write_json_atomic
+from trace_gym.trainer import checkpoint
+from trace_gym.trainer.config import GRPOConfig
+
+ADAPTER_RECORD = "trace_gym_adapter.json"
+
+
+def check_env_allowed(env_id: str, allow_unaudited: bool) -> None:
+    """A generated env (not shipped) trains only with a passing audit record, or when the
+    user says `allow_unaudited`."""
+    import gymnasium as gym
+
+    from trace_gym.audit.lock import passing_entry
+    from trace_gym.registry import entry, known, source_of
+
+    if not known(env_id) and env_id in gym.registry:
+        return  # registered with gymnasium by the user's own code, in this process
+    e = entry(env_id)
+    if e.trusted or allow_unaudited:
+        return
+    path = Path(source_of(e).path)
+    if passing_entry(path) is None:
+        raise TraceGymError(f"{env_id} is generated code ({path}) with no passing audit for its current code; run "
+                            f"`trace-gym audit {path}` first, or pass --allow-unaudited to train on it anyway")
+
+
+def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
+    """The base model, frozen, with a fresh LoRA adapter (peft; B = 0, so it starts as the base)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (Path(base) / "config.json").is_file():
+        raise InvalidConfig(f"--base {str(base)!r} is not a model directory (no config.json); build the base agent "
+                            "with `trace-gym base-agent build`")
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    torch.manual_seed(config.seed)  # LoRA's A is drawn from the global generator
+    model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
+                                             lora_dropout=config.lora_dropout,
+                                             target_modules=list(config.lora_targets)))
+    frozen_wrong = [n for n, p in model.named_parameters() if p.requires_grad != ("lora_" in n)]
+    if frozen_wrong:
+        raise AssertionError(f"only LoRA weights may train; wrong: {frozen_wrong[:3]}")
+    return model.eval(), tokenizer
+
+
+def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, temperature: float | None = None) -> Any:
+    if config.backend == "vllm":
+        from trace_gym.trainer.vllm import VLLMBackend
+
+        return VLLMBackend.from_env(config, tokenizer)
+    from trace_gym.trainer.rollout import LocalBackend
+
+    return LocalBackend(model, tokenizer, config.env_id, config.env_kwargs,
+                        temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
+                        max_new_tokens=config.max_new_tokens, batch_episodes=config.batch_episodes)
+
+
+def evaluate(config: GRPOConfig, backend: Any) -> dict[str, float]:
+    """Greedy episodes on the validation slice: mean reward and pass rate."""
+    from trace_gym.trainer.grpo import validation_seeds
+    from trace_gym.trainer.rollout import Request
+
+    rollouts = backend.play([Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
+    return {"val/mean_reward": sum(r.reward for r in rollouts) / len(rollouts),
+            "val/pass_rate": sum(r.passed for r in rollouts) / len(rollouts)}
+
+
+def _env_sha256(env_id: str) -> str | None:
+    from trace_gym.registry import env_sha256, known
+
+    if known(env_id):
+        return env_sha256(env_id)
+    from trace_gym.trainer.rollout import make_env
+
+    env = make_env(env_id)
+    sha = getattr(env.unwrapped, "code_sha256", None)
+    env.close()
+    return sha() if callable(sha) else None
+
+
+def export_adapter(model: Any, target: Path, config: GRPOConfig, base: Path, metrics: dict[str, Any]) -> Path:
+    """Save the adapter with its provenance, atomically (a temporary directory renamed)."""
+    import os
+
+    from trace_gym.runs import dir_sha256
+
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    name = config.env_id.split("/")[-1].removesuffix("-v0")
+    write_json_atomic(tmp / ADAPTER_RECORD, {
+        "env_id": config.env_id, "env_sha256": _env_sha256(config.env_id),
+        "base_model": str(base), "base_model_sha256": dir_sha256(base),
+        "config": config.to_json(), "metrics": metrics,
+        "serve": (f"VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve {base} --enable-lora --max-lora-rank "
+                  f"{config.lora_rank} --lora-modules {name}={target.resolve()}"),
+    })
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    return target
+
+
+def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool = False,
+          allow_unaudited: bool = False, log: Callable[[str], None] | None = print,
+          on_iteration: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """Train one adapter on `config.env_id` from the base model at `base`; return the adapter's
+    directory (`out/adapter`)."""
+    import torch
+
+    from trace_gym.trainer.grpo import iteration
+    from trace_gym.trainer.metrics import MetricsLog, summary_table
+
+    say = log or (lambda message: None)
+    base, out = Path(base), Path(out)
+    check_env_allowed(config.env_id, allow_unaudited)
+    torch.set_num_threads(config.threads)
+    torch.use_deterministic_algorithms(True)
+    start, state = 0, {"config_key": config.key(), "best": None}
+    found = checkpoint.latest(out)
+    if found is not None and not resume:
+        raise TraceGymError(f"{out} already holds a training run ({found.name}); pass --resume to continue it, "
+                            "or choose another --out")
+    model, tokenizer = load_model(base, config)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    if found is not None:
+        state = checkpoint.load(found, model, optimizer)
+        if state.get("config_key") != config.key():
+            from trace_gym.runs import differences
+
+            saved = out / "config.json"
+            before = json.loads(saved.read_text()) if saved.is_file() else {}
+            raise TraceGymError(f"{out}: cannot resume under another configuration: "
+                                + "; ".join(differences(before, config.to_json()) or ["its key differs"]))
+        start = state["iteration"] + 1
+        say(f"resuming {out} after iteration {start}")
+    write_json_atomic(out / "config.json", config.to_json())
+    backend = make_backend(config, model, tokenizer)
+    evaluator = make_backend(config, model, tokenizer, temperature=0.0) if config.eval_every else None
+    metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None)
+    from rich.console import Console
+
+    console = Console(stderr=True, quiet=log is None)
+    row: dict[str, Any] = metrics_log.rows[-1] if metrics_log.rows else {}
+    started = time.perf_counter()
+    try:
+        for i in range(start, config.iterations):
+            row = iteration(config, model, optimizer, backend, params, i)
+            if evaluator is not None and ((i + 1) % config.eval_every == 0 or i + 1 == config.iterations):
+                row.update(evaluate(config, evaluator))
+                if state["best"] is None or row["val/mean_reward"] > state["best"]["val/mean_reward"]:
+                    state["best"] = {"iteration": i, "val/mean_reward": row["val/mean_reward"]}
+                    export_adapter(model, out / "best", config, base, row)
+            metrics_log.write(row)
+            if on_iteration is not None:
+                on_iteration(row)
+            console.print(summary_table(row, config.iterations))
+            done = time.perf_counter() - started
+            left = done / (i + 1 - start) * (config.iterations - i - 1)
+            console.print(f"[dim]{done:.0f} s so far, about {left:.0f} s left[/dim]")
+            if (i + 1) % config.checkpoint_every == 0 or i + 1 == config.iterations:
+                checkpoint.save(out, i, model, optimizer, state)
+    finally:
+        metrics_log.close()
+    adapter = export_adapter(model, out / "adapter", config, base, row)
+    say(f"adapter: {adapter}")
+    return adapter
