@@ -65,11 +65,12 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, temperature: float | None = None) -> Any:
+def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temperature: float | None = None) -> Any:
     if config.backend == "vllm":
         from trace_gym.trainer.vllm import VLLMBackend
 
-        return VLLMBackend.from_env(config, tokenizer)
+        return VLLMBackend.from_env(config, tokenizer, out / "served_adapters", temperature,
+                                    name="trace-adapter" if temperature is None else "trace-adapter-eval")
     from trace_gym.trainer.rollout import LocalBackend
 
     return LocalBackend(model, tokenizer, config.env_id, config.env_kwargs,
@@ -77,11 +78,12 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, temperature: fl
                         max_new_tokens=config.max_new_tokens, batch_episodes=config.batch_episodes)
 
 
-def evaluate(config: GRPOConfig, backend: Any) -> dict[str, float]:
+def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> dict[str, float]:
     """Greedy episodes on the validation slice: mean reward and pass rate."""
     from trace_gym.trainer.grpo import validation_seeds
     from trace_gym.trainer.rollout import Request
 
+    backend.sync(model, iteration)
     rollouts = backend.play([Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
     return {"val/mean_reward": sum(r.reward for r in rollouts) / len(rollouts),
             "val/pass_rate": sum(r.passed for r in rollouts) / len(rollouts)}
@@ -158,8 +160,8 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         start = state["iteration"] + 1
         say(f"resuming {out} after iteration {start}")
     write_json_atomic(out / "config.json", config.to_json())
-    backend = make_backend(config, model, tokenizer)
-    evaluator = make_backend(config, model, tokenizer, temperature=0.0) if config.eval_every else None
+    backend = make_backend(config, model, tokenizer, out)
+    evaluator = make_backend(config, model, tokenizer, out, temperature=0.0) if config.eval_every else None
     metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None)
     from rich.console import Console
 
@@ -170,7 +172,7 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         for i in range(start, config.iterations):
             row = iteration(config, model, optimizer, backend, params, i)
             if evaluator is not None and ((i + 1) % config.eval_every == 0 or i + 1 == config.iterations):
-                row.update(evaluate(config, evaluator))
+                row.update(evaluate(config, evaluator, model, i))
                 if state["best"] is None or row["val/mean_reward"] > state["best"]["val/mean_reward"]:
                     state["best"] = {"iteration": i, "val/mean_reward": row["val/mean_reward"]}
                     export_adapter(model, out / "best", config, base, row)
