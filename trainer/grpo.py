@@ -56,7 +56,7 @@ import torch
 from trace_gym.seeding import SPLITS
 from trace_gym.trainer.config import GRPOConfig
 from trace_gym.trainer.prefix import per_sample, shared_prefix
-from trace_gym.trainer.rollout import Backend, Request, Rollout
+from trace_gym.agents.episodes import Backend, Request, Rollout
 
 VALIDATION_SEEDS = 100_000
 """The last seeds of the train split form its validation slice: never drawn for training."""

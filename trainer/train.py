@@ -71,7 +71,7 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
 
         return VLLMBackend.from_env(config, tokenizer, out / "served_adapters", temperature,
                                     name="trace-adapter" if temperature is None else "trace-adapter-eval")
-    from trace_gym.trainer.rollout import LocalBackend
+    from trace_gym.agents.episodes import LocalBackend
 
     return LocalBackend(model, tokenizer, config.env_id, config.env_kwargs,
                         temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
@@ -81,7 +81,7 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
 def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> dict[str, float]:
     """Greedy episodes on the validation slice: mean reward and pass rate."""
     from trace_gym.trainer.grpo import validation_seeds
-    from trace_gym.trainer.rollout import Request
+    from trace_gym.agents.episodes import Request
 
     backend.sync(model, iteration)
     rollouts = backend.play([Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
@@ -94,7 +94,7 @@ def _env_sha256(env_id: str) -> str | None:
 
     if known(env_id):
         return env_sha256(env_id)
-    from trace_gym.trainer.rollout import make_env
+    from trace_gym.agents.episodes import make_env
 
     env = make_env(env_id)
     sha = getattr(env.unwrapped, "code_sha256", None)

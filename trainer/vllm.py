@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import InvalidConfig, TraceGymError
-from trace_gym.trainer.rollout import Request, Rollout, Turn, checks_of, make_env, render_prompt, unhinted
+from trace_gym.agents.episodes import Request, Rollout, Turn, checks_of, make_env, render_prompt, unhinted
 
 
 def base_urls(value: str | None = None) -> list[str]:

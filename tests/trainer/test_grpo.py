@@ -18,7 +18,7 @@ pytest.importorskip("peft")
 from trace_gym.errors import InvalidConfig, TraceGymError  # noqa: E402
 from trace_gym.trainer import grpo  # noqa: E402
 from trace_gym.trainer.config import GRPOConfig  # noqa: E402
-from trace_gym.trainer.rollout import Request, Rollout, Turn  # noqa: E402
+from trace_gym.agents.episodes import Request, Rollout, Turn  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 
@@ -152,7 +152,7 @@ def fixture_model():
 
 
 def _play(model, tokenizer, env_id, seeds, hint=False, max_new_tokens=24, batch=8):
-    from trace_gym.trainer.rollout import LocalBackend
+    from trace_gym.agents.episodes import LocalBackend
 
     backend = LocalBackend(model, tokenizer, env_id, {"prompt_style": "compact"}, temperature=1.0, top_p=1.0,
                            max_new_tokens=max_new_tokens, batch_episodes=batch)

@@ -57,7 +57,7 @@ def test_training_through_two_servers_hot_swaps_the_adapter(tmp_path, monkeypatc
 def test_a_server_error_is_named(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
-    from trace_gym.trainer.rollout import Request
+    from trace_gym.agents.episodes import Request
     from trace_gym.trainer.vllm import VLLMBackend
 
     with FakeVLLM(FIXTURE) as server:

@@ -1,5 +1,5 @@
-"""Rollouts for the trainer: episodes played by the model being trained, with the token ids
-and log-probabilities the loss needs.
+"""Episodes played by a local model with the token ids and log-probabilities a policy-gradient
+loss needs (the trainer's rollouts, and TRL's through `trace_gym.interop`).
 
 `Request` is one episode to play (seed, sample index within its group, hint or not, the seed
 of its sampling); `Rollout` is what came back: the reward, the verdict's checks, and one
@@ -9,7 +9,7 @@ sampled tokens and their log-probabilities under the sampler).
 `LocalBackend` generates with `trace_gym.agents.engine` in this process: the episodes of a
 chunk advance in lockstep, one batched decode per turn; an episode's cache is kept between
 its turns, and the rollouts of a group that open on the same prompt prefill it once and fork
-the cache. The vLLM backend (`trainer.vllm`) returns the same records from servers.
+the cache. The trainer's vLLM backend returns the same records from servers.
 """
 
 from __future__ import annotations

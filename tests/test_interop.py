@@ -1,0 +1,96 @@
+"""trace-gym envs in other trainers: TRL's GRPOTrainer through a dataset with one row per seed
+and a multi-turn rollout_func, and the plain route (play with any generate function, score a
+replay)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import REPO
+from trace_gym.interop import episode_sequence, play, score
+
+FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
+
+
+def test_play_with_any_generate_function_and_score_its_replay():
+    import gymnasium as gym
+
+    env_id = "trace/multi_step_task_completion-v0"
+    oracle = gym.make(env_id)
+    opening, _ = oracle.reset(seed=4)
+    record = play(env_id, 4, lambda messages, tools: oracle.unwrapped.oracle_action(messages))
+    assert record["reward"] == 1.0 and record["seed"] == 4
+    turns = [m for m in record["messages"][len(opening):] if m["role"] == "assistant"]
+    assert len(turns) >= 2
+    assert score(env_id, 4, turns) == 1.0
+    assert score(env_id, 4, turns[:-1]) == 0.0  # the episode is not over yet
+    assert score(env_id, 4, ["I cannot help with that."]) < 1.0
+
+
+def test_an_episode_becomes_one_sequence_with_the_env_tokens_masked():
+    from trace_gym.agents.episodes import Turn
+
+    turns = [Turn([1, 2, 3], [1, 2, 3], [10, 11], [-0.1, -0.2]),
+             Turn([1, 2, 3, 10, 11, 20, 21], [1, 2, 3, 10, 11, 20, 21], [12], [-0.3])]
+    prompt, completion, logp, mask = episode_sequence(turns)
+    assert prompt == [1, 2, 3] and completion == [10, 11, 20, 21, 12]
+    assert mask == [1, 1, 0, 0, 1] and logp == [-0.1, -0.2, 0.0, 0.0, -0.3]
+    # a template that re-renders the first completion differently: the sequence follows the
+    # prompt the model saw, and the re-rendered tokens lose their mask
+    turns[1] = Turn([1, 2, 3, 10, 19, 20], [1, 2, 3, 10, 19, 20], [12], [-0.3])
+    prompt, completion, logp, mask = episode_sequence(turns)
+    assert completion == [10, 19, 20, 12] and mask == [1, 0, 0, 1] and logp == [-0.1, 0.0, 0.0, -0.3]
+
+
+def test_a_dataset_row_per_seed():
+    pytest.importorskip("datasets")
+    from trace_gym.interop import trl_dataset
+
+    ds = trl_dataset("trace/precondition_verification-v0", [5, 9], prompt_style="compact")
+    assert ds["seed"] == [5, 9] and len(ds) == 2
+    row = json.loads(ds["prompt"][0])
+    assert row["seed"] == 5 and row["messages"][0]["role"] == "system"
+
+
+@pytest.mark.slow
+def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from tests.trainer.learnable_env import register
+    from trace_gym.interop import TRLRollouts, trace_reward, trl_dataset
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    env_id = register()
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
+    model = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32)
+    rollouts = TRLRollouts(env_id, tokenizer, max_new_tokens=12)
+    groups = []
+
+    def rollout_func(prompts, trainer):
+        out = rollouts(prompts, trainer)
+        seeds = [json.loads(p)["seed"] for p in prompts]
+        groups.append([seeds[i:i + 4] for i in range(0, len(seeds), 4)])
+        return out
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, max_steps=2,
+                      max_completion_length=256, report_to="none", use_cpu=True, save_strategy="no",
+                      learning_rate=1e-2, bf16=False, logging_steps=1)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=trace_reward,
+                          train_dataset=trl_dataset(env_id, range(16)), rollout_func=rollout_func, args=args,
+                          peft_config=LoraConfig(r=4, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}
+    trainer.train()
+    assert len(groups) == 2
+    assert all(len(set(group)) == 1 for batch in groups for group in batch)  # a group shares its seed
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logs) == 2 and any(h["reward_std"] > 0 for h in logs)
+    moved = [n for n, p in trainer.model.named_parameters() if n in before and not torch.equal(p, before[n])]
+    assert moved
