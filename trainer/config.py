@@ -73,6 +73,11 @@ class GRPOConfig:
     lora_alpha: int = 16
     lora_dropout: float = 0.0
     lora_targets: tuple[str, ...] = LORA_TARGETS
+    lora_target_parameters: tuple[str, ...] = ()
+    """Parameters (not modules) that get LoRA, through peft's `target_parameters`: for
+    mixture-of-experts backbones whose experts are fused 3-D parameters in transformers
+    (Qwen3-30B-A3B: `mlp.experts.gate_up_proj`, `mlp.experts.down_proj`), so that the
+    experts' MLPs are adapted as the dense models' gate/up/down projections are."""
     shared_prefix: bool = True
     """Run each prefix the batch's samples share once (exact gradient); False runs every
     sample from its first token."""
@@ -90,12 +95,15 @@ class GRPOConfig:
     training never draws (test seeds stay for the final evaluation)."""
     threads: int = 2
     """Torch threads of the local backend and the loss."""
+    device: str = "auto"
+    """Where the trained model lives: 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda when available)."""
     backend: str = "local"
     """'local' (transformers generation in this process) or 'vllm' (OpenAI-compatible
     servers in VLLM_BASE_URLS that hot-swap the adapter)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        object.__setattr__(self, "lora_target_parameters", tuple(self.lora_target_parameters))
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
         positive = ("iterations", "groups", "group_size", "max_new_tokens", "steps_per_batch", "lora_rank",
                     "lora_alpha", "batch_episodes", "threads", "eval_seeds", "checkpoint_every")
@@ -123,8 +131,19 @@ class GRPOConfig:
                               ("backend", BACKENDS)):
             require(self, name, getattr(self, name) in allowed, f"allowed: {', '.join(allowed)}")
         bad = [t for t in self.lora_targets if not isinstance(t, str) or not t]
-        require(self, "lora_targets", self.lora_targets and not bad, "must be a non-empty list of module names")
+        require(self, "lora_targets", (self.lora_targets or self.lora_target_parameters) and not bad,
+                "must be a list of module names (empty only with lora_target_parameters)")
         require(self, "env_id", isinstance(self.env_id, str) and self.env_id, "must be an env id")
+        require(self, "device", isinstance(self.device, str) and (self.device in ("auto", "cpu")
+                                                                  or self.device.startswith("cuda")),
+                "allowed: auto, cpu, cuda, cuda:N")
+
+    def torch_device(self) -> str:
+        import torch
+
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
 
     @property
     def eps_high(self) -> float:

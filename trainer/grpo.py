@@ -213,6 +213,9 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: G
            params: list[torch.nn.Parameter]) -> dict[str, float]:
     """`steps_per_batch` optimiser steps on the batch; the loss's metrics of the first step."""
     run = shared_prefix if config.shared_prefix else per_sample
+    device = next(p for p in model.parameters()).device
+    batch = Batch(batch.sequences, batch.prompt_lengths, batch.old_logp.to(device), batch.trainer_old.to(device),
+                  batch.advantage.to(device), batch.weight.to(device))
     ref = None
     if config.beta > 0:
         with model.disable_adapter():

@@ -105,7 +105,8 @@ def _token_logp(lm, hidden: torch.Tensor, at: list[int], target: list[int], temp
     logits = lm.lm_head(hidden[at]).float()                                   # (P, V)
     if temperature != 1.0:
         logits = logits / temperature
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(target)[:, None])[:, 0]   # (P,)
+    target_ids = torch.tensor(target, device=logits.device)[:, None]
+    return torch.log_softmax(logits, -1).gather(-1, target_ids)[:, 0]                      # (P,)
 
 
 def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None, token_loss: TokenLoss | None,
@@ -124,14 +125,15 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
             layer.keys, layer.values = leaves[i]
         layers.append(layer)
     n = len(node.tokens)
-    hidden = lm.model(input_ids=torch.tensor([node.tokens]),                  # (1, n)
-                      position_ids=torch.arange(node.start, node.start + n)[None],
+    device = out.device
+    hidden = lm.model(input_ids=torch.tensor([node.tokens], device=device),   # (1, n)
+                      position_ids=torch.arange(node.start, node.start + n, device=device)[None],
                       cache=Cache(layers=layers), use_cache=True).last_hidden_state[0]   # (n, H)
     kv = [(layer.keys, layer.values) for layer in layers]                     # each (1, heads, start + n, D)
     loss = None
     if node.at:
         logp = _token_logp(lm, hidden, node.at, node.target, temperature)
-        index = torch.tensor(node.index)
+        index = torch.tensor(node.index, device=device)
         out[index] = logp.detach()
         if grad:
             loss = token_loss(logp, index)
@@ -169,7 +171,7 @@ def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Seq
     lm = _causal_lm(model)
     root = build_tree(sequences, prompt_lengths)
     total = sum(len(s) - p for s, p in zip(sequences, prompt_lengths))
-    out = torch.zeros(total)
+    out = torch.zeros(total, device=next(lm.parameters()).device)
     context = torch.enable_grad() if token_loss is not None else torch.no_grad()
     with context:
         for child in root.children:
@@ -181,16 +183,17 @@ def per_sample(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequen
                token_loss: TokenLoss | None = None, temperature: float = 1.0) -> torch.Tensor:
     """The same as `shared_prefix`, running every sample from its first token."""
     lm = _causal_lm(model)
+    device = next(lm.parameters()).device
     outs, flat = [], 0
     context = torch.enable_grad() if token_loss is not None else torch.no_grad()
     with context:
         for seq, prompt in zip(sequences, prompt_lengths):
-            hidden = lm.model(input_ids=torch.tensor([list(seq)])).last_hidden_state[0]   # (T, H)
+            hidden = lm.model(input_ids=torch.tensor([list(seq)], device=device)).last_hidden_state[0]   # (T, H)
             at = list(range(prompt - 1, len(seq) - 1))
             logp = _token_logp(lm, hidden, at, list(seq[prompt:]), temperature)
-            index = torch.arange(flat, flat + len(at))
+            index = torch.arange(flat, flat + len(at), device=device)
             if token_loss is not None:
                 token_loss(logp, index).backward()
             outs.append(logp.detach())
             flat += len(at)
-    return torch.cat(outs) if outs else torch.zeros(0)
+    return torch.cat(outs) if outs else torch.zeros(0, device=device)

@@ -317,3 +317,25 @@ def test_grpo_learns_a_small_env(seed, tmp_path):
     rewards = [r["reward/mean"] for r in rows]
     start, end = sum(rewards[:3]) / 3, sum(rewards[-5:]) / 5
     assert start < 0.5 and end - start >= 0.3, rewards
+
+
+def test_fused_moe_experts_get_lora_through_target_parameters(tmp_path):
+    """Qwen3-MoE keeps its experts as fused 3-D parameters: the GPU recipe's
+    lora_target_parameters reach them, and still only LoRA weights train."""
+    from transformers import AutoTokenizer, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    from trace_gym.runconfig import load
+    from trace_gym.trainer.train import load_model
+
+    tiny = Qwen3MoeConfig(vocab_size=1024, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                          num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                          num_experts=4, num_experts_per_tok=2)
+    Qwen3MoeForCausalLM(tiny).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(FIXTURE).save_pretrained(tmp_path)
+    recipe = load(REPO / "configs" / "gpu-qwen3-30b-a3b.toml")["train"]
+    config = GRPOConfig(lora_targets=recipe["lora_targets"], lora_target_parameters=recipe["lora_target_parameters"],
+                        device="cpu")
+    model, _ = load_model(tmp_path, config)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any("experts" in n for n in trainable) and any("q_proj" in n for n in trainable)
+    assert all("lora_" in n for n in trainable)

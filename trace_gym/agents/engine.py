@@ -194,6 +194,7 @@ class Engine:
         self.stats = EngineStats()
         config = model.config
         self.n_layers = config.num_hidden_layers
+        self.device = next(model.parameters()).device
 
     def new_sequence(self) -> Sequence:
         return Sequence(layers=[KVLayer() for _ in range(self.n_layers)])
@@ -213,10 +214,11 @@ class Engine:
         keep = min(keep, len(prompt) - 1)  # at least one token goes through, for its logits
         seq.truncate(keep)
         new = prompt[keep:]
-        out = self.model(input_ids=torch.tensor([new]), position_ids=torch.arange(keep, len(prompt))[None],
+        out = self.model(input_ids=torch.tensor([new], device=self.device),
+                         position_ids=torch.arange(keep, len(prompt), device=self.device)[None],
                          cache=_cache(seq.layers), use_cache=True, logits_to_keep=1)
         seq.ids = prompt
-        seq.next_logits = out.logits[0, -1].float()                          # (V,)
+        seq.next_logits = out.logits[0, -1].float().cpu()                    # (V,), sampled on the CPU
         self.stats.prefilled += len(new)
         self.stats.reused += keep
         return len(new)
@@ -258,7 +260,7 @@ class Engine:
             layer._views()
             batch_layers.append(layer)
         cache = _cache(batch_layers)
-        mask = torch.zeros((B, width + max_new_tokens), dtype=torch.long)   # (B, W + N)
+        mask = torch.zeros((B, width + max_new_tokens), dtype=torch.long, device=self.device)   # (B, W + N)
         for row, n in enumerate(lengths):
             mask[row, width - n: width] = 1
         tokens: list[list[int]] = [[] for _ in range(B)]
@@ -289,15 +291,15 @@ class Engine:
             if len(keep_rows) < len(active):
                 select = torch.tensor(keep_rows)
                 for layer in batch_layers:
-                    layer.batch_select_indices(select)
-                mask = mask[select]
+                    layer.batch_select_indices(select.to(self.device))
+                mask = mask[select.to(self.device)]
                 chosen = chosen[select]
                 active = [active[row] for row in keep_rows]
             mask[:, width + step] = 1
-            positions = torch.tensor([[lengths[i] + step] for i in active])  # (A, 1)
-            out = self.model(input_ids=chosen[:, None], position_ids=positions,
+            positions = torch.tensor([[lengths[i] + step] for i in active], device=self.device)  # (A, 1)
+            out = self.model(input_ids=chosen[:, None].to(self.device), position_ids=positions,
                              attention_mask=mask[:, : width + step + 1], cache=cache, use_cache=True)
-            logits = out.logits[:, -1].float()                               # (A, V)
+            logits = out.logits[:, -1].float().cpu()                         # (A, V)
             self.stats.decoded += len(active)
         results = []
         for index, seq in enumerate(seqs):
