@@ -35,7 +35,7 @@ Where this departs from the paper, or fixes what it leaves open:
 - std is the population standard deviation of the group's K rewards; `advantage_std =
   "batch"` takes it over the whole batch, as the reference code does.
 - Every prefix the batch's samples share (a group's prompt, an episode's earlier turns) runs
-  through the model once (`trainer.prefix`): the gradient is exact, the same as running each
+  through the model once (`trace_gym.agents.prefix`): the gradient is exact, the same as running each
   sample alone.
 - Randomness comes from the seed alone: the seeds of iteration i and each episode's sampling
   seed derive from (seed, i), so a resumed run draws what the uninterrupted one drew.
@@ -55,7 +55,7 @@ import torch
 
 from trace_gym.seeding import SPLITS
 from trace_gym.trainer.config import GRPOConfig
-from trace_gym.trainer.prefix import per_sample, shared_prefix
+from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.agents.episodes import Backend, Request, Rollout
 
 VALIDATION_SEEDS = 100_000

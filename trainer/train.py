@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -164,28 +163,28 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     backend = make_backend(config, model, tokenizer, out)
     evaluator = make_backend(config, model, tokenizer, out, temperature=0.0) if config.eval_every else None
     metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None)
-    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    console = Console(stderr=True, quiet=log is None)
     row: dict[str, Any] = metrics_log.rows[-1] if metrics_log.rows else {}
-    started = time.perf_counter()
+    progress = Progress(TextColumn(f"GRPO {config.env_id}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), disable=log is None)
     try:
-        for i in range(start, config.iterations):
-            row = iteration(config, model, optimizer, backend, params, i)
-            if evaluator is not None and ((i + 1) % config.eval_every == 0 or i + 1 == config.iterations):
-                row.update(evaluate(config, evaluator, model, i))
-                if state["best"] is None or row["val/mean_reward"] > state["best"]["val/mean_reward"]:
-                    state["best"] = {"iteration": i, "val/mean_reward": row["val/mean_reward"]}
-                    export_adapter(model, out / "best", config, base, row)
-            metrics_log.write(row)
-            if on_iteration is not None:
-                on_iteration(row)
-            console.print(summary_table(row, config.iterations))
-            done = time.perf_counter() - started
-            left = done / (i + 1 - start) * (config.iterations - i - 1)
-            console.print(f"[dim]{done:.0f} s so far, about {left:.0f} s left[/dim]")
-            if (i + 1) % config.checkpoint_every == 0 or i + 1 == config.iterations:
-                checkpoint.save(out, i, model, optimizer, state)
+        with progress:
+            task = progress.add_task("train", total=config.iterations, completed=start, reward="")
+            for i in range(start, config.iterations):
+                row = iteration(config, model, optimizer, backend, params, i)
+                if evaluator is not None and ((i + 1) % config.eval_every == 0 or i + 1 == config.iterations):
+                    row.update(evaluate(config, evaluator, model, i))
+                    if state["best"] is None or row["val/mean_reward"] > state["best"]["val/mean_reward"]:
+                        state["best"] = {"iteration": i, "val/mean_reward": row["val/mean_reward"]}
+                        export_adapter(model, out / "best", config, base, row)
+                metrics_log.write(row)
+                if on_iteration is not None:
+                    on_iteration(row)
+                progress.console.print(summary_table(row, config.iterations))
+                progress.update(task, advance=1, reward=f"reward {row['reward/mean']:.3f}")
+                if (i + 1) % config.checkpoint_every == 0 or i + 1 == config.iterations:
+                    checkpoint.save(out, i, model, optimizer, state)
     finally:
         metrics_log.close()
     adapter = export_adapter(model, out / "adapter", config, base, row)

@@ -34,7 +34,7 @@ def test_the_build_is_deterministic_and_cached(tmp_path):
     assert _digest(a) == _digest(b)
     assert _digest(a)["model.safetensors"] != hashlib.sha256((FIXTURE / "model.safetensors").read_bytes()).hexdigest()
     record = json.loads((a / "trace_gym_build.json").read_text())
-    assert record["config"]["source"] == str(FIXTURE) and record["sft"]["steps"] == 3
+    assert record["config"]["source"] == str(FIXTURE) and record["sft"]["steps"] == 4  # two per target: 3 demonstrations, 2 a step
     stamp = (a / "model.safetensors").stat().st_mtime_ns
     assert build(config, tmp_path / "a", log=None) == a  # the same configuration: returned as it is
     assert (a / "model.safetensors").stat().st_mtime_ns == stamp
@@ -58,18 +58,28 @@ def test_lora_is_merged_into_the_saved_weights(tmp_path):
 
 
 def test_full_fine_tuning_keeps_the_embeddings(tmp_path):
-    from trace_gym.baseagent.build import load_start, loss_on_agent_tokens
+    from trace_gym.baseagent.build import load_start, step_loss
 
     model, _tokenizer = load_start(FIXTURE, BaseAgentConfig(source=str(FIXTURE)))
     assert not model.get_input_embeddings().weight.requires_grad
     assert model.model.layers[0].mlp.up_proj.weight.requires_grad
-    ids = list(range(5, 25))
-    weights = [0.0] * 10 + [1.0] * 10
-    loss = loss_on_agent_tokens(model, ids, weights)
-    # the same as a plain forward's weighted next-token loss over the agent's tokens
-    logits = model(torch.tensor([ids])).logits[0, :-1]
-    nll = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")
-    assert torch.allclose(loss, nll[9:].mean(), atol=1e-5)
+    # two demonstrations sharing their first ten tokens (a system prompt), agent tokens weighted
+    a, b = list(range(5, 25)), list(range(5, 15)) + list(range(40, 52))
+    wa, wb = [0.0] * 10 + [1.0] * 10, [0.0] * 12 + [2.0] * 5 + [1.0] * 5
+    loss = step_loss(model, [(a, wa), (b, wb)])
+    shared = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+    model.zero_grad()
+    # the same as a plain forward's weighted next-token loss, per demonstration, averaged
+    plain = 0.0
+    for ids, w in ((a, wa), (b, wb)):
+        logits = model(torch.tensor([ids])).logits[0, :-1]
+        nll = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")
+        weight = torch.tensor(w[1:])
+        plain = plain + (nll * weight).sum() / weight.sum() / 2
+    plain.backward()
+    assert abs(loss - plain.item()) < 1e-5
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert max((x - y).abs().max().item() for x, y in zip(shared, grads)) < 1e-5
 
 
 def test_loss_weights_cover_the_agents_turns_and_weigh_its_calls():

@@ -162,7 +162,7 @@ def _play(model, tokenizer, env_id, seeds, hint=False, max_new_tokens=24, batch=
 def test_only_completion_tokens_carry_loss(fixture_model):
     """The gradient reaching the final hidden state is non-zero exactly at the positions that
     predict a sampled token: no prompt, tool or customer token is a target."""
-    from trace_gym.trainer.prefix import per_sample
+    from trace_gym.agents.prefix import per_sample
 
     model, tokenizer = fixture_model
     rollout = _play(model, tokenizer, "trace/airline-v0", [11], max_new_tokens=12)[0]
@@ -186,7 +186,7 @@ def test_only_completion_tokens_carry_loss(fixture_model):
 
 
 def test_shared_prefix_gradient_equals_the_per_sample_gradient():
-    from trace_gym.trainer.prefix import build_tree, count_tokens, per_sample, shared_prefix
+    from trace_gym.agents.prefix import build_tree, count_tokens, per_sample, shared_prefix, target_positions
     from trace_gym.trainer.train import load_model
 
     model, tokenizer = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
@@ -211,7 +211,7 @@ def test_shared_prefix_gradient_equals_the_per_sample_gradient():
     assert torch.allclose(la, lb, atol=1e-5)
     assert max((a - b).abs().max().item() for a, b in zip(ga, gb)) < 1e-5
     assert max(a.abs().max().item() for a in ga) > 1e-4
-    tree = count_tokens(build_tree(batch.sequences, batch.prompt_lengths))
+    tree = count_tokens(build_tree(batch.sequences, target_positions(batch.sequences, batch.prompt_lengths)))
     assert tree < sum(len(s) for s in batch.sequences) / 2
 
 

@@ -56,10 +56,21 @@ def _shared(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def build_tree(sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> Node:
-    """The prefix tree of `sequences` (a root with no tokens), with every completion token
-    (`sequences[i][prompt_lengths[i]:]`) attached, in flat order, to the node holding the
-    position that predicts it."""
+def target_positions(sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[range]:
+    """Per sequence, the positions of its completion tokens (after its prompt)."""
+    out = []
+    for seq, prompt in zip(sequences, prompt_lengths):
+        if not 1 <= prompt <= len(seq):
+            raise ValueError(f"a prompt of {prompt} tokens in a sequence of {len(seq)}: each sample needs a "
+                             "prompt of at least one token")
+        out.append(range(prompt, len(seq)))
+    return out
+
+
+def build_tree(sequences: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]) -> Node:
+    """The prefix tree of `sequences` (a root with no tokens), with every target token
+    (`sequences[i][p]` for p in `positions[i]`, each p >= 1) attached, in flat order, to the
+    node holding the position that predicts it."""
     root = Node(0, [])
     for seq in sequences:
         node, pos = root, 0
@@ -74,16 +85,16 @@ def build_tree(sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int]
                 child.tokens, child.children = child.tokens[:n], [tail]
             node, pos = child, pos + n
     flat = 0
-    for seq, prompt in zip(sequences, prompt_lengths):
-        if not 1 <= prompt <= len(seq):
-            raise ValueError(f"a prompt of {prompt} tokens in a sequence of {len(seq)}: each sample needs a "
-                             "prompt of at least one token")
+    for seq, targets in zip(sequences, positions):
         path, node, pos = [], root, 0
         while pos < len(seq):
             node = next(c for c in node.children if c.tokens[0] == seq[pos])
             path.append(node)
             pos += len(node.tokens)
-        for q in range(prompt - 1, len(seq) - 1):  # position q predicts the token at q + 1
+        for target in targets:
+            q = target - 1  # position q predicts the token at q + 1
+            if not 0 <= q < len(seq) - 1:
+                raise ValueError(f"target position {target} is outside a sequence of {len(seq)} tokens (or is its first)")
             owner = next(n for n in path if n.start <= q < n.start + len(n.tokens))
             owner.at.append(q - owner.start)
             owner.target.append(seq[q + 1])
@@ -163,14 +174,18 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
     return [(k.grad, v.grad) for k, v in leaves]
 
 
-def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int],
-                  token_loss: TokenLoss | None = None, temperature: float = 1.0) -> torch.Tensor:
+def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None,
+                  token_loss: TokenLoss | None = None, temperature: float = 1.0,
+                  positions: Sequence[Sequence[int]] | None = None) -> torch.Tensor:
     """The log-probability `(N,)` of every completion token (flat: sample by sample, token by
     token) under `model`, each shared prefix run once. With `token_loss`, the loss is also
-    back-propagated into the model's parameters (their `.grad` accumulates)."""
+    back-propagated into the model's parameters (their `.grad` accumulates). `positions`
+    names the target tokens directly, instead of everything after `prompt_lengths`."""
     lm = _causal_lm(model)
-    root = build_tree(sequences, prompt_lengths)
-    total = sum(len(s) - p for s, p in zip(sequences, prompt_lengths))
+    if positions is None:
+        positions = target_positions(sequences, prompt_lengths)
+    root = build_tree(sequences, positions)
+    total = sum(len(p) for p in positions)
     out = torch.zeros(total, device=next(lm.parameters()).device)
     context = torch.enable_grad() if token_loss is not None else torch.no_grad()
     with context:
@@ -179,18 +194,21 @@ def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Seq
     return out
 
 
-def per_sample(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int],
-               token_loss: TokenLoss | None = None, temperature: float = 1.0) -> torch.Tensor:
+def per_sample(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None,
+               token_loss: TokenLoss | None = None, temperature: float = 1.0,
+               positions: Sequence[Sequence[int]] | None = None) -> torch.Tensor:
     """The same as `shared_prefix`, running every sample from its first token."""
     lm = _causal_lm(model)
     device = next(lm.parameters()).device
+    if positions is None:
+        positions = target_positions(sequences, prompt_lengths)
     outs, flat = [], 0
     context = torch.enable_grad() if token_loss is not None else torch.no_grad()
     with context:
-        for seq, prompt in zip(sequences, prompt_lengths):
+        for seq, targets in zip(sequences, positions):
             hidden = lm.model(input_ids=torch.tensor([list(seq)], device=device)).last_hidden_state[0]   # (T, H)
-            at = list(range(prompt - 1, len(seq) - 1))
-            logp = _token_logp(lm, hidden, at, list(seq[prompt:]), temperature)
+            at = [t - 1 for t in targets]
+            logp = _token_logp(lm, hidden, at, [seq[t] for t in targets], temperature)
             index = torch.arange(flat, flat + len(at), device=device)
             if token_loss is not None:
                 token_loss(logp, index).backward()
