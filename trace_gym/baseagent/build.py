@@ -229,7 +229,7 @@ def step_loss(model, batch: list[tuple[list[int], list[float]]]) -> float:
 
     def token_loss(logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         loss = -(logp.float() * coefficient[index]).sum()
-        value[0] += float(loss)
+        value[0] += float(loss.detach())
         return loss
 
     shared_prefix(model, [ids for ids, _ in batch], token_loss=token_loss, positions=positions)
