@@ -129,3 +129,52 @@ def test_gates_save_and_load_with_their_adapters(adapters, tmp_path):
     assert torch.equal(again.model(IDS).logits, mixture.model(IDS).logits)
     size = (tmp_path / "moe" / "gates.safetensors").stat().st_size
     assert size < 10_000  # the gates only, the adapters are referenced
+
+
+def _examples(tokenizer, n_per_label=3):
+    """Scripted trajectories: label 1 talks about cancellations, label 2 about addresses (no
+    spaces: the fixture's tokenizer makes each space a token of its own, which both share)."""
+    from trace_gym.moe.gates import example
+
+    out = []
+    for label, words in ((1, "Cancelled,refunded."), (2, "Addresschanged:newstreet!")):
+        for i in range(n_per_label):
+            messages = [{"role": "system", "content": "You help customers."},
+                        {"role": "user", "content": f"Request {i}."},
+                        {"role": "assistant", "content": words}]
+            out.append(example(tokenizer, messages, [], label, 512))
+    return out
+
+
+def test_gate_training_moves_only_the_gates_and_learns_the_labels(adapters, tmp_path):
+    from transformers import AutoTokenizer
+
+    from trace_gym.moe.gates import GateConfig, heatmap, routing, train_gates
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
+    mixture = Mixture.from_dirs(_base(), adapters, ["cancel", "address"])
+    frozen = {n: p.detach().clone() for n, p in mixture.model.named_parameters()}
+    data = _examples(tokenizer)
+    assert all(any(ex.assistant) for ex in data)
+    before = routing(mixture, data)
+    assert before["accuracy"] == {"cancel": 0.0, "address": 0.0}  # the base takes every token at init
+    history = train_gates(mixture, data, GateConfig(epochs=20, lr=5e-2), log=None)
+    assert history[-1]["label"] < history[0]["label"]
+    assert all(torch.equal(p, frozen[n]) for n, p in mixture.model.named_parameters())
+    after = routing(mixture, data)
+    # every token but the shared end-of-turn one can be told apart
+    assert after["accuracy"]["cancel"] > 0.75 and after["accuracy"]["address"] > 0.75
+    assert len(after["load"]) == len(mixture.gates) and abs(sum(after["load"][0]) - 1.0) < 1e-6
+    png = heatmap(mixture, data[0], tmp_path / "routing.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gate_training_refuses_a_trainable_backbone(adapters):
+    from transformers import AutoTokenizer
+
+    from trace_gym.moe.gates import train_gates
+
+    mixture = Mixture.from_dirs(_base(), adapters)
+    mixture.model.lm_head.weight.requires_grad_(True)
+    with pytest.raises(AssertionError, match="trainable parameters"):
+        train_gates(mixture, _examples(AutoTokenizer.from_pretrained(FIXTURE), 1), log=None)
