@@ -8,6 +8,7 @@
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
     trace-gym base-agent build [--from smollm2-135m-instruct|scratch|DIR] [--weak-kinds K1,K2] [--seed S] [--out DIR]
     trace-gym train --env ENV_ID [--base PATH] --out DIR [--iterations N] [--resume] [--config FILE]
+    trace-gym compose --adapters A1,A2 --envs ENV1,ENV2 --out DIR [--base PATH]
 """
 
 from __future__ import annotations
@@ -136,14 +137,16 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
     """The flags `policy_factory` reads. `endpoint=False` leaves out --base-url, --model and
     --api-key, for a command whose own endpoint flags the endpoint policy then shares."""
     g = p.add_argument_group(title)
-    g.add_argument("--policy", default=default, choices=["oracle", "random", "endpoint", "local"],
-                   help="oracle/random (built in), endpoint (an OpenAI-compatible server), local (a model directory)")
+    g.add_argument("--policy", default=default, choices=["oracle", "random", "endpoint", "local", "mixture", "router"],
+                   help="oracle/random (built in), endpoint (an OpenAI-compatible server), local (a model directory), "
+                        "mixture / router (adapters composed by `trace-gym compose`, played locally)")
     if endpoint:
         g.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or the first of $VLLM_BASE_URLS)")
         g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
         g.add_argument("--api-key", help="endpoint key (default: $OPENAI_API_KEY, else EMPTY)")
     g.add_argument("--model-path", help="local model directory (default: the base agent in the cache)")
     g.add_argument("--adapter", help="LoRA adapter directory for the local model")
+    g.add_argument("--compose-dir", help="a `trace-gym compose` output directory (for --policy mixture or router)")
     g.add_argument(temperature_flag, dest="temperature", type=float, default=temperature)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--max-new-tokens", type=int, default=192)
@@ -166,12 +169,22 @@ def policy_factory(args: argparse.Namespace):
     from trace_gym.baseagent.build import default_agent_dir
 
     path = args.model_path or str(default_agent_dir())
-    return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter,
-                             temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens)
+    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    if args.policy in ("mixture", "router"):
+        composed = getattr(args, "compose_dir", None)
+        if not composed:
+            raise TraceGymError(f"--policy {args.policy} needs --compose-dir (the output of `trace-gym compose`)")
+        from trace_gym.moe.policy import MixturePolicy, RouterPolicy
+
+        if args.policy == "mixture":
+            return functools.partial(MixturePolicy, path, Path(composed) / "mixture", **sampling)
+        router = json.loads((Path(composed) / "router.json").read_text())
+        return functools.partial(RouterPolicy, path, router["adapters"], **sampling)
+    return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter, **sampling)
 
 
 def _rollout_mode(policy: str) -> str:
-    return {"endpoint": "thread", "local": "batch"}.get(policy, "process")
+    return {"endpoint": "thread", "local": "batch", "mixture": "batch", "router": "batch"}.get(policy, "process")
 
 
 def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, default_out: str = "") -> Path:
@@ -415,6 +428,38 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compose(args: argparse.Namespace) -> int:
+    from trace_gym.moe.compose import ComposeConfig, compose
+    from trace_gym.moe.gates import GateConfig
+
+    adapters, envs = args.adapters.split(","), args.envs.split(",")
+    knobs = {}
+    if args.config:
+        from trace_gym import runconfig
+
+        knobs = {e: {"prompt_style": "compact", **runconfig.env_knobs(args.config, e)} for e in envs}
+    if args.base:
+        base = Path(args.base)
+    else:
+        from trace_gym.baseagent.build import default_agent_dir
+
+        base = default_agent_dir()
+    config = ComposeConfig(episodes=args.episodes, threads=args.threads,
+                           gates=GateConfig(epochs=args.epochs, lr=args.lr))
+    trajectories = None
+    if args.trajectories:
+        from trace_gym.rollout import read_records
+
+        trajectories = {}
+        for path in args.trajectories:
+            for record in read_records(Path(path)):
+                trajectories.setdefault(record.get("env_id"), []).append(record)
+    compose(base, adapters, envs, Path(args.out), config, env_kwargs=knobs or None, trajectories=trajectories,
+            log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
+    print(Path(args.out))
+    return 0
+
+
 def _base_agent_args(b: argparse.ArgumentParser, default_source: str) -> None:
     from trace_gym.baseagent.build import METHODS
     from trace_gym.tinyagent.build import PRESETS
@@ -487,6 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parallel episodes (processes, threads or batch size, by policy)")
         p.add_argument("--hint", action="store_true")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
+        p.add_argument("--config", help="run configuration (e.g. configs/embedded.toml): the env's knobs from "
+                       "env_knobs (the embedded base agent reads compact prompts)")
         _policy_args(p)
         p.set_defaults(run=run)
 
@@ -577,6 +624,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train on a generated env that has no passing audit record")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(run=_cmd_train)
+
+    p = sub.add_parser("compose", help="step 4: the task router and the gated mixture of the trained adapters")
+    p.add_argument("--adapters", required=True, help="comma-separated adapter directories (trace-gym train's adapter/)")
+    p.add_argument("--envs", required=True, help="comma-separated env ids, one per adapter (its capability's env)")
+    p.add_argument("--out", required=True, help="output directory (mixture/, router.json, routing.json, routing.png)")
+    p.add_argument("--base", help="base model directory (default: the embedded base agent)")
+    p.add_argument("--config", help="TOML file whose env_knobs the gate-data rollouts use")
+    p.add_argument("--episodes", type=COUNT, default=64, help="episodes each adapter plays for gate data")
+    p.add_argument("--trajectories", nargs="*", help="trajectory files to take gate data from instead (their "
+                   "reward-1 episodes of each env, e.g. from `trace-gym rollout --adapter`)")
+    p.add_argument("--epochs", type=COUNT, default=3)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--threads", type=COUNT, default=2)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(run=_cmd_compose)
 
     for name, helptext in (("base-agent", "the embedded base agent"),
                            ("tiny-agent", "the from-scratch tiny agent (alias of base-agent build --from scratch)")):

@@ -36,7 +36,6 @@ class LocalModelPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from trace_gym.agents.base import check_sampling
-        from trace_gym.agents.engine import Engine
 
         check_sampling("local policy", temperature, top_p, max_new_tokens)
         if not (type(threads) is int and threads >= 1):
@@ -48,20 +47,39 @@ class LocalModelPolicy:
             raise InvalidConfig(f"model_path={str(path)!r} is not a model directory (no config.json); "
                                 "build one with `trace-gym base-agent build`")
         torch.set_num_threads(threads)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         if adapter is not None:
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
+        self._setup(model, tokenizer, f"local:{path.name}" + (f"+{Path(adapter).name}" if adapter else ""),
+                    temperature, top_p, max_new_tokens, seed, kv_reuse)
+
+    def _setup(self, model: Any, tokenizer: Any, name: str, temperature: float, top_p: float, max_new_tokens: int,
+               seed: int, kv_reuse: bool) -> None:
+        from trace_gym.agents.engine import Engine
+
+        self.tokenizer = tokenizer
         self.model = model.eval()
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.engine = Engine(self.model, self.tokenizer, stop_ids=[self.end], reuse=kv_reuse)
-        self.name = f"local:{path.name}" + (f"+{Path(adapter).name}" if adapter else "")
+        self.name = name
         self.seed = seed
         self._episode_seed = seed
         self._pool: list[Any] = []  # cached sequences, most recently used first
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, *, name: str, temperature: float = 1.0, top_p: float = 1.0,
+                   max_new_tokens: int = 192, seed: int = 0, kv_reuse: bool = True) -> LocalModelPolicy:
+        """A policy over a model already in memory (its own caches; the weights are shared)."""
+        from trace_gym.agents.base import check_sampling
+
+        check_sampling("local policy", temperature, top_p, max_new_tokens)
+        policy = cls.__new__(cls)
+        policy._setup(model, tokenizer, name, temperature, top_p, max_new_tokens, seed, kv_reuse)
+        return policy
 
     def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
         self._episode_seed = (self.seed * 1_000_003 + seed * 7919 + sample) % 2**31

@@ -1,0 +1,140 @@
+"""`trace-gym compose`: the task router and the mixture of LoRA experts from trained adapters.
+
+For each (adapter, env) pair, the adapter plays `episodes` train-split episodes of its env at
+temperature 1.0 and its successful ones (reward 1) become gate data labelled with the
+env's capability (or existing trajectory files are read instead). A fifth of each
+capability's trajectories is held out. The gates are trained (`trace_gym.moe.gates`) and
+written to `OUT/mixture/` (gates and the adapters they reference); `OUT/router.json` names
+the adapters for the task router; `OUT/routing.json` holds the held-out routing accuracy per
+capability and the expert load per layer, `OUT/routing.png` the heatmap of one held-out
+trajectory, and `OUT/trajectories/` the gate data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.jsondata import write_json_atomic
+from trace_gym.moe.gates import Example, GateConfig, example, heatmap, routing, train_gates
+from trace_gym.seeding import SPLITS
+
+SEED_OFFSET = 500_000_000
+"""Gate data comes from train seeds far from the ones training draws first (any train seed
+is allowed: only test seeds are kept out of gate data)."""
+
+
+@dataclass(frozen=True)
+class ComposeConfig:
+    episodes: int = 64
+    """Episodes each adapter plays on its env for gate data."""
+    held_out: float = 0.2
+    max_new_tokens: int = 192
+    batch_episodes: int = 32
+    threads: int = 2
+    gates: GateConfig = GateConfig()
+
+
+def capability_of(env_id: str) -> str:
+    from trace_gym.registry import entry, known
+
+    if known(env_id) and entry(env_id).capability:
+        return entry(env_id).capability
+    return env_id.split("/")[-1].removesuffix("-v0")
+
+
+def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str, Any], config: ComposeConfig,
+                   tokenizer: Any) -> list[dict[str, Any]]:
+    """The adapter's reward-1 episodes of `env_id` on train seeds: messages and tools."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from trace_gym.agents.episodes import LocalBackend, Request, make_env
+
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+                                      str(adapter)).eval()
+    backend = LocalBackend(model, tokenizer, env_id, env_kwargs, temperature=1.0, top_p=1.0,
+                           max_new_tokens=config.max_new_tokens, batch_episodes=config.batch_episodes)
+    seeds = [SPLITS["train"].start + SEED_OFFSET + i for i in range(config.episodes)]
+    rollouts = backend.play([Request(seed, 0, False, seed) for seed in seeds])
+    env = make_env(env_id, **env_kwargs)
+    tools = env.reset(seed=seeds[0])[1]["tools"]
+    env.close()
+    return [{"env_id": env_id, "seed": r.seed, "reward": r.reward, "messages": r.messages, "tools": tools}
+            for r in rollouts if r.passed]
+
+
+def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: str | Path,
+            config: ComposeConfig = ComposeConfig(), env_kwargs: dict[str, dict[str, Any]] | None = None,
+            trajectories: dict[str, list[dict[str, Any]]] | None = None,
+            log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trace_gym.moe.mixture import Mixture
+
+    say = log or (lambda m: None)
+    if len(adapters) != len(envs) or not adapters:
+        raise InvalidConfig(f"compose takes one env per adapter: {len(adapters)} adapters, {len(envs)} envs")
+    base, out = Path(base), Path(out)
+    torch.set_num_threads(config.threads)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    names = [capability_of(e) for e in envs]
+    if len(set(names)) != len(names):
+        raise InvalidConfig(f"two adapters for one capability: {names}")
+    train, held = [], []
+    for label, (adapter, env_id, name) in enumerate(zip(adapters, envs, names), 1):
+        knobs = (env_kwargs or {}).get(env_id, {"prompt_style": "compact"})
+        path = out / "trajectories" / f"{name}.jsonl"
+        if trajectories and env_id in trajectories:
+            got = [_with_tools(t, env_id, knobs) for t in trajectories[env_id] if t.get("reward", 0) >= 1 - 1e-9]
+        elif path.is_file():
+            got = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        else:
+            got = play_successes(base, Path(adapter), env_id, knobs, config, tokenizer)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(t) + "\n" for t in got))
+        examples = [ex for ex in (_example(tokenizer, t, label, config) for t in got) if any(ex.assistant)]
+        if len(examples) < 2:
+            raise TraceGymError(f"{name}: {len(got)} successful trajectories of {env_id}, {len(examples)} with an "
+                                f"assistant token within {config.gates.max_tokens} tokens; gate training needs at "
+                                "least two per capability (more episodes, a better adapter, or compact prompts)")
+        cut = max(1, round(config.held_out * len(examples)))
+        train += examples[cut:]
+        held += examples[:cut]
+        say(f"{name}: {len(got)} successful trajectories ({len(examples) - cut} for training, {cut} held out)")
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    mixture = Mixture.from_dirs(model, [Path(a) for a in adapters], names)
+    history = train_gates(mixture, train, config.gates, log=log)
+    mixture.save_gates(out / "mixture")
+    report = routing(mixture, held)
+    report["losses"] = {"first": history[0], "last": history[-1]}
+    write_json_atomic(out / "routing.json", report)
+    write_json_atomic(out / "router.json", {"adapters": {n: str(Path(a).resolve()) for n, a in zip(names, adapters)},
+                                            "envs": dict(zip(names, envs))})
+    heatmap(mixture, held[0], out / "routing.png", title=f"expert per token and layer ({names[held[0].label - 1]})")
+    for name, accuracy in report["accuracy"].items():
+        say(f"held-out routing accuracy, {name}: {accuracy:.3f}")
+    return report
+
+
+def _with_tools(record: dict[str, Any], env_id: str, knobs: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory record with the tools its episode offered (records do not store them)."""
+    if "tools" in record:
+        return record
+    from trace_gym.agents.episodes import make_env
+
+    env = make_env(env_id, **knobs)
+    try:
+        tools = env.reset(seed=record["seed"])[1]["tools"]
+    finally:
+        env.close()
+    return {**record, "tools": tools}
+
+
+def _example(tokenizer: Any, trajectory: dict[str, Any], label: int, config: ComposeConfig) -> Example:
+    return example(tokenizer, trajectory["messages"], trajectory["tools"], label, config.gates.max_tokens)
