@@ -79,3 +79,42 @@ def test_the_router_decides_once_per_conversation_from_its_first_user_message(co
     assert policy.route(later) == first and len(policy.decisions) == 1
     probs = policy.router.probabilities(opening)
     assert len(probs) == 3 and abs(sum(probs) - 1) < 1e-5
+
+
+def test_the_router_on_a_server_asks_for_one_letter_of_the_options():
+    from openai import OpenAI
+
+    from tests.agents.fake_server import FakeServer
+    from trace_gym.errors import TraceGymError
+    from trace_gym.moe.router import choose_on_server, options
+
+    opts = options(["precondition_verification", "tool_calling_precision"])
+    answers = iter(["C", "Z"])
+    with FakeServer(lambda body: ("ok", {"content": next(answers)})) as server:
+        client = OpenAI(base_url=server.url, api_key="x", max_retries=0)
+        conversation = [{"role": "user", "content": "Cancel my order please."}]
+        assert choose_on_server(client, "base", opts, conversation) == 2
+        with pytest.raises(TraceGymError, match="not one of"):
+            choose_on_server(client, "base", opts, conversation)
+    body = server.requests[0]
+    assert body["max_tokens"] == 1 and body["structured_outputs"] == {"choice": ["A", "B", "C"]}
+    assert "B. precondition_verification" in body["messages"][0]["content"]
+
+
+def test_the_weighted_merge_adds_each_adapters_delta_by_its_weight(composed):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from trace_gym.moe.router import merge_weighted
+
+    router = json.loads((composed / "router.json").read_text())
+    (a, path_a), (b, path_b) = router["adapters"].items()
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(FIXTURE), path_a, adapter_name=a)
+    model.load_adapter(path_b, adapter_name=b)
+
+    def delta(name):
+        layer = model.base_model.model.model.layers[0].self_attn.q_proj
+        return (layer.lora_B[name].weight @ layer.lora_A[name].weight) * layer.scaling[name]
+
+    merged = merge_weighted(model, [a, b], [0.3, 0.7])
+    assert torch.allclose(delta(merged), 0.3 * delta(a) + 0.7 * delta(b), atol=1e-6)
