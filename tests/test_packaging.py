@@ -16,7 +16,7 @@ from tests.conftest import REPO
 from trace_gym.resources import prompts_dir, read_prompt
 
 
-STEPS = ("trace_gym.generated_envs", "trace_gym.analysis", "trace_gym.trainer", "trace_gym.moe")
+STEPS = ("trace_gym.generated_envs", "trace_gym.analysis", "trace_gym.trainer", "trace_gym.moe", "trace_gym.pipeline")
 
 
 def _imported_modules(tree: ast.AST, package: str) -> set[str]:
@@ -49,7 +49,7 @@ def test_the_library_imports_no_step():
             scope = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for node in scope:
             for name in _imported_modules(node, package):
-                if name.startswith(STEPS) or name.split(".")[0] in {"generated_envs", "analysis", "trainer", "moe"}:
+                if name.startswith(STEPS) or name.split(".")[0] in {"generated_envs", "analysis", "trainer", "moe", "pipeline"}:
                     offenders.append(f"{module} imports {name}")
     assert offenders == []
     code = ("import sys, trace_gym, trace_gym.cli, trace_gym.rollout, trace_gym.synthesis, trace_gym.audit; "
@@ -74,7 +74,7 @@ def test_wheel_ships_packages_and_data(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for pkg in STEPS:
         assert f"{pkg.replace('.', '/')}/__init__.py" in names
-    assert not {n.split("/")[0] for n in names} & {"generated_envs", "analysis", "trainer", "moe"}
+    assert not {n.split("/")[0] for n in names} & {"generated_envs", "analysis", "trainer", "moe", "pipeline"}
     for data in ("trace_gym/prompts/README.md", "trace_gym/worlds/airline/policy.md",
                  "trace_gym/worlds/retail/policy.md", "trace_gym/generated_envs/manifest.json"):
         assert data in names

@@ -9,6 +9,7 @@
     trace-gym base-agent build [--from smollm2-135m-instruct|scratch|DIR] [--weak-kinds K1,K2] [--seed S] [--out DIR]
     trace-gym train --env ENV_ID [--base PATH] --out DIR [--iterations N] [--resume] [--config FILE]
     trace-gym compose --adapters A1,A2 --envs ENV1,ENV2 --out DIR [--base PATH]
+    trace-gym pipeline [--config FILE] [--out DIR] [--budget smoke|default]
 """
 
 from __future__ import annotations
@@ -428,6 +429,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from trace_gym.pipeline.run import main_table, run_pipeline
+
+    state = run_pipeline(args.config, Path(args.out), args.budget,
+                         log=(lambda m: None) if args.quiet else None)
+    print(main_table(state))
+    print(f"report: {state['report']['markdown']} and {state['report']['html']}")
+    return 0
+
+
 def _cmd_compose(args: argparse.Namespace) -> int:
     from trace_gym.moe.compose import ComposeConfig, compose
     from trace_gym.moe.gates import GateConfig
@@ -624,6 +635,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train on a generated env that has no passing audit record")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(run=_cmd_train)
+
+    p = sub.add_parser("pipeline", help="the whole loop on the embedded default: analysis, envs, adapters, "
+                       "composition, evaluation, report")
+    p.add_argument("--config", help="pipeline configuration (default: configs/tiny-cpu.toml)")
+    p.add_argument("--out", default="runs/pipeline", help="run directory (a rerun reuses every unchanged stage)")
+    p.add_argument("--budget", default="default", choices=["smoke", "default"],
+                   help="smoke: every stage with the committed test fixture as the base agent (plumbing only)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(run=_cmd_pipeline)
 
     p = sub.add_parser("compose", help="step 4: the task router and the gated mixture of the trained adapters")
     p.add_argument("--adapters", required=True, help="comma-separated adapter directories (trace-gym train's adapter/)")

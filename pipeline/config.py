@@ -1,0 +1,89 @@
+"""The pipeline's configuration: one TOML file (configs/tiny-cpu.toml by default), one table
+per stage, and budgets that override those tables.
+
+    [rollout]
+    episodes = 32            # train seeds per target
+    [budgets.smoke.rollout]
+    episodes = 4             # what --budget smoke plays instead
+
+Every key is checked against the stage's known keys (an unknown one is refused, naming the
+file, the table and the key); `[train]` is a `GRPOConfig` table and `[env_knobs."ENV"]` the
+`gym.make` knobs of an env (`trace_gym.runconfig`).
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from trace_gym.errors import InvalidConfig
+
+DEFAULT = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.toml"
+BUDGETS = ("smoke", "default")
+
+# table -> key -> default (the keys a table may hold)
+TABLES: dict[str, dict[str, Any]] = {
+    "pipeline": {"targets": ["trace/airline-v0", "trace/retail-v0"], "seed": 0},
+    "base_agent": {"source": "smollm2-135m-instruct", "weak_kinds": ["compensation", "cancel_order"],
+                   "fixture": False},
+    "rollout": {"episodes": 32, "max_new_tokens": 192, "batch": 16},
+    "analysis": {"labeller": "programmatic", "runs": 10, "base_url": "", "model": ""},
+    "synthesis": {"base_url": "", "model": "", "attempts": 5},
+    "calibrate": {"seeds": 8, "samples": 4},
+    "train": {},
+    "compose": {"episodes": 32, "epochs": 3, "gate_data": "adapters"},
+    "eval": {"seeds": 16, "max_new_tokens": 192, "batch": 16},
+    "baselines": {"direct_grpo": False},
+    "env_knobs": {},
+    "budgets": {},
+}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load(path: str | Path | None = None, budget: str = "default") -> dict[str, Any]:
+    """The configuration with the budget's overrides applied and every default filled in."""
+    path = Path(path) if path else DEFAULT
+    if budget not in BUDGETS:
+        raise InvalidConfig(f"--budget {budget!r} is not known; allowed: {', '.join(BUDGETS)}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidConfig(f"no pipeline configuration at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
+    budgets = data.get("budgets", {})
+    if budget != "default" or "default" in budgets:
+        data = _merge(data, budgets.get(budget, {}))
+    unknown = sorted(set(data) - set(TABLES))
+    if unknown:
+        raise InvalidConfig(f"{path}: unknown table(s) {unknown}; allowed: {', '.join(TABLES)}")
+    out: dict[str, Any] = {"source": str(path), "budget": budget}
+    for table, defaults in TABLES.items():
+        given = data.get(table, {})
+        if not isinstance(given, dict):
+            raise InvalidConfig(f"{path}: [{table}] must be a table")
+        if defaults and table not in ("env_knobs",):
+            bad = sorted(set(given) - set(defaults))
+            if bad:
+                raise InvalidConfig(f"{path}: [{table}] has unknown key(s) {bad}; allowed: {', '.join(defaults)}")
+        out[table] = {**copy.deepcopy(defaults), **given}
+    if out["compose"]["gate_data"] not in ("adapters", "oracle"):
+        raise InvalidConfig(f"{path}: [compose] gate_data={out['compose']['gate_data']!r}; allowed: adapters, oracle")
+    from trace_gym.trainer.config import GRPOConfig
+
+    GRPOConfig.from_dict(out["train"], where=f"{path} [train]")  # refused here, not hours later
+    out.pop("budgets")
+    return out
+
+
+def knobs(config: dict[str, Any], env_id: str) -> dict[str, Any]:
+    """The env's gym.make knobs: compact prompts (the embedded agent's) unless the file says otherwise."""
+    return {"prompt_style": "compact", **config["env_knobs"].get(env_id, {})}

@@ -1,0 +1,136 @@
+"""`trace-gym pipeline`: the four steps of TRACE end to end on one run directory.
+
+base agent -> its rollouts on the targets' train seeds -> capability analysis -> the envs of
+the selected capabilities (shipped, or synthesized when an endpoint is configured) -> their
+audit -> calibration of the base agent on them -> one adapter per env -> composition (task
+router and mixture) -> evaluation on the targets' test seeds (base, each adapter, router,
+mixture, and direct GRPO on each target with the same rollout budget when
+`baselines.direct_grpo`) -> the report.
+
+Every stage is skipped when its inputs are unchanged (`trace_gym.pipeline.stages.Run`), so
+a second run reuses everything and a killed one resumes at the stage in flight.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trace_gym.pipeline import report, stages
+from trace_gym.pipeline.config import load
+
+STAGES = ("base_agent", "rollouts", "analysis", "envs", "audit", "calibrate", "train", "compose", "eval", "report")
+
+
+def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/pipeline", budget: str = "default",
+                 log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    config = load(config_path, budget)
+    console = Console(stderr=True)
+    say = log or (lambda m: console.print(f"[dim]{m}[/dim]"))
+    run = stages.Run(Path(out), say)
+    state: dict[str, Any] = {"config": config}
+    progress = Progress(TextColumn("pipeline {task.fields[stage]}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, disable=log is not None)
+    with progress:
+        task = progress.add_task("pipeline", total=len(STAGES), stage="")
+
+        def step(name: str) -> None:
+            progress.update(task, advance=1, stage=name)
+
+        progress.update(task, stage="base_agent")
+        agent = state["agent"] = run.stage("base_agent", {"section": config["base_agent"],
+                                                          "seed": config["pipeline"]["seed"]},
+                                           lambda d: stages.base_agent(config, d))
+        step("rollouts")
+        runs = run.stage("rollouts", {"agent": agent, "section": config["rollout"],
+                                      "targets": config["pipeline"]["targets"], "knobs": config["env_knobs"]},
+                         lambda d: stages.rollouts(config, agent, d))
+        state["rollouts"] = runs
+        step("analysis")
+        state["analysis"] = run.stage("analysis", {"runs": runs, "section": config["analysis"]},
+                                      lambda d: stages.analysis(config, runs, d))
+        step("envs")
+        state["envs"] = run.stage("envs", {"analysis": state["analysis"], "section": config["synthesis"]},
+                                  lambda d: stages.envs(config, state["analysis"], runs, d))
+        step("audit")
+        state["audit"] = run.stage("audit", {"envs": state["envs"], "kit": _kit_key()},
+                                   lambda d: stages.audit(config, state["envs"], d))
+        step("calibrate")
+        state["calibration"] = run.stage("calibrate", {"agent": agent, "audit": state["audit"],
+                                                       "section": config["calibrate"], "knobs": config["env_knobs"]},
+                                         lambda d: stages.calibrate(config, agent, state["audit"], d))
+        step("train")
+        adapters = {}
+        for env in state["audit"]["trainable"]:
+            env_id = env["env_id"]
+            adapters[env_id] = run.stage(f"train-{env['capability']}", _train_inputs(config, agent, env_id),
+                                         lambda d, e=env_id: stages.train(config, agent, e, d))
+        state["adapters"] = adapters
+        state["direct"] = {}
+        if config["baselines"]["direct_grpo"] and adapters:
+            budget_episodes = sum(a["episodes"] for a in adapters.values())
+            per_iteration = _train_config(config, config["pipeline"]["targets"][0]).groups * \
+                _train_config(config, config["pipeline"]["targets"][0]).group_size
+            iterations = max(1, math.ceil(budget_episodes / per_iteration))
+            for target in config["pipeline"]["targets"]:  # the same number of episodes as all adapters together
+                state["direct"][target] = run.stage(
+                    f"direct-{target.split('/')[1]}", {**_train_inputs(config, agent, target), "iterations": iterations},
+                    lambda d, t=target: stages.train(config, agent, t, d, iterations=iterations, hint_fraction=0.0))
+        step("compose")
+        state["compose"] = None
+        if adapters:
+            state["compose"] = run.stage("compose", {"agent": agent, "adapters": adapters,
+                                                     "section": config["compose"], "knobs": config["env_knobs"]},
+                                         lambda d: stages.compose(config, agent, adapters, d))
+        else:
+            state["compose_note"] = "No adapter was trained, so there is nothing to compose."
+        step("eval")
+        policies = stages.contenders(config, agent, adapters, state["compose"], state["direct"])
+        state["eval"] = run.stage("eval", {"agent": agent, "adapters": adapters, "compose": state["compose"],
+                                           "direct": state["direct"], "section": config["eval"],
+                                           "targets": config["pipeline"]["targets"], "knobs": config["env_knobs"],
+                                           "policies": sorted(policies)},
+                                  lambda d: stages.evaluate(config, policies, d))
+        step("report")
+        state["seconds"], state["skipped"] = run.seconds, run.skipped
+        state["report"] = report.write(Path(out), state)
+        progress.update(task, completed=len(STAGES), stage="done")
+    return state
+
+
+def _kit_key() -> dict[str, str]:
+    from trace_gym.audit.lock import current_key
+
+    return current_key()
+
+
+def _train_config(config: dict[str, Any], env_id: str):
+    return stages.train_config(config, env_id)
+
+
+def _train_inputs(config: dict[str, Any], agent: dict[str, Any], env_id: str) -> dict[str, Any]:
+    from trace_gym.registry import env_sha256
+
+    return {"agent": agent, "config": _train_config(config, env_id).to_json(), "env_sha256": env_sha256(env_id)}
+
+
+def main_table(state: dict[str, Any]) -> str:
+    """The final table as text, for the terminal."""
+    targets = state["config"]["pipeline"]["targets"]
+    lines = ["policy".ljust(36) + "".join(t.split("/")[1].ljust(24) for t in targets)]
+    for label in state["eval"].get("order", list(state["eval"]["table"])):
+        row = state["eval"]["table"][label]
+        lines.append(label.ljust(36) + "".join(
+            f"{row[t]['pass_rate']:.3f} [{row[t]['ci95'][0]:.2f}, {row[t]['ci95'][1]:.2f}]".ljust(24) for t in targets))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    state = run_pipeline(*sys.argv[1:2])
+    print(main_table(state))

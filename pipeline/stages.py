@@ -1,0 +1,283 @@
+"""The pipeline's stages. Each writes into its own directory of the run and returns a JSON
+record of its outputs; `Run.stage` skips a stage whose inputs (its configuration and the
+records of the stages it reads, hashed) are those of its last finished run, so a rerun
+redoes only what changed and a crash loses at most the stage in flight (training resumes
+inside its stage from the trainer's own checkpoints)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trace_gym.jsondata import sha256_json, write_json_atomic
+from trace_gym.pipeline.config import knobs
+from trace_gym.runs import dir_sha256
+from trace_gym.seeding import SPLITS
+
+EVAL_OFFSET = 0
+"""Evaluation plays the first test seeds; training, calibration and analysis only train seeds."""
+ROLLOUT_OFFSET = 200_000_000
+"""The base agent's analysed rollouts: train seeds apart from those GRPO draws first."""
+
+
+class Run:
+    """A run directory and its stage records (`stages/NAME.json`)."""
+
+    def __init__(self, out: Path, log: Callable[[str], None]) -> None:
+        self.out, self.log = Path(out), log
+        (self.out / "stages").mkdir(parents=True, exist_ok=True)
+        self.seconds: dict[str, float] = {}
+        self.skipped: list[str] = []
+
+    def record(self, name: str) -> dict[str, Any] | None:
+        path = self.out / "stages" / f"{name}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def stage(self, name: str, inputs: dict[str, Any], fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+        key = sha256_json(inputs)
+        done = self.record(name)
+        if done is not None and done["inputs_sha256"] == key:
+            self.seconds[name] = done["seconds"]
+            self.skipped.append(name)
+            self.log(f"{name}: unchanged, reused")
+            return done["outputs"]
+        directory = self.out / name
+        directory.mkdir(parents=True, exist_ok=True)
+        self.log(f"{name}: running")
+        start = time.perf_counter()
+        outputs = fn(directory)
+        seconds = time.perf_counter() - start
+        self.seconds[name] = seconds
+        write_json_atomic(self.out / "stages" / f"{name}.json",
+                          {"inputs_sha256": key, "outputs": outputs, "seconds": round(seconds, 1)})
+        self.log(f"{name}: done in {seconds:.0f} s")
+        return outputs
+
+
+def file_sha(path: Path) -> str:
+    return dir_sha256(path)
+
+
+def local_factory(path: str, temperature: float, max_new_tokens: int, **extra: Any):
+    from trace_gym.agents.base import make_policy
+
+    return functools.partial(make_policy, "local", model_path=path, temperature=temperature,
+                             max_new_tokens=max_new_tokens, **extra)
+
+
+def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[str, Any], batch: int,
+         samples: int = 1, batched: bool = True) -> list[dict[str, Any]]:
+    """Episodes appended to `out` (resumed), generated in batches of `batch` for a model
+    policy, or in worker processes for the oracle."""
+    from trace_gym.rollout import read_records, rollout, run_batched
+
+    rollout(env_id, factory, seeds, out, samples=samples, workers=batch, runner=run_batched if batched else None,
+            progress=True, env_kwargs=knobs(config, env_id))
+    wanted = set(seeds)
+    return [r for r in read_records(out) if r["seed"] in wanted and r["sample"] < samples]
+
+
+# -- 1. the base agent -------------------------------------------------------------------------
+
+def base_agent(config: dict[str, Any], directory: Path) -> dict[str, Any]:
+    section = config["base_agent"]
+    if section["fixture"]:
+        checkout = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tiny_agent"
+        if (checkout / "config.json").is_file():
+            path = checkout
+        else:  # an installed package: build the same fixture with its from-scratch recipe
+            from trace_gym.tinyagent.build import PRESETS, TinyAgentConfig, build
+
+            path = build(TinyAgentConfig(**PRESETS["fixture"]), directory / "fixture", log=None)
+    else:
+        from trace_gym.baseagent.build import BaseAgentConfig, build
+
+        path = build(BaseAgentConfig(source=section["source"], weak_kinds=tuple(section["weak_kinds"]),
+                                     seed=config["pipeline"]["seed"]), log=None)
+    return {"path": str(path), "sha256": dir_sha256(path)}
+
+
+# -- 2. rollouts of the base agent, 3. analysis ---------------------------------------------------
+
+def rollouts(config: dict[str, Any], agent: dict[str, Any], directory: Path) -> dict[str, Any]:
+    section = config["rollout"]
+    factory = local_factory(agent["path"], 0.0, section["max_new_tokens"])
+    seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + i for i in range(section["episodes"])]
+    files = {}
+    for env_id in config["pipeline"]["targets"]:
+        path = directory / f"{env_id.split('/')[1]}.jsonl"
+        records = play(env_id, factory, seeds, path, config, section["batch"])
+        files[env_id] = {"path": str(path), "sha256": file_sha(path),
+                         "pass_rate": sum(r["passed"] for r in records) / len(records)}
+    return {"files": files}
+
+
+def analysis(config: dict[str, Any], runs: dict[str, Any], directory: Path) -> dict[str, Any]:
+    from trace_gym.analysis.aggregate import Params, default_k
+    from trace_gym.analysis.pipeline import AnalysisConfig, analyze
+
+    section = config["analysis"]
+    n = section["runs"]
+    llm = section["labeller"] == "llm"
+    data = analyze([Path(f["path"]) for f in runs["files"].values()], directory, AnalysisConfig(
+        labeller=section["labeller"], runs=n, params=Params(k=default_k(n), n=n),
+        base_url=section["base_url"] or None if llm else None, model=section["model"] or None if llm else None),
+        log=lambda m: None)
+    return {"selected": str(directory / "selected_capabilities.json"),
+            "capabilities": [{"name": c["name"], "status": c["status"], "mean_delta": c.get("mean_delta"),
+                              "mean_cov": c.get("mean_cov")} for c in data["capabilities"]]}
+
+
+# -- 4. envs (shipped or synthesized), 5. audit -------------------------------------------------
+
+def envs(config: dict[str, Any], selected: dict[str, Any], runs: dict[str, Any], directory: Path) -> dict[str, Any]:
+    chosen = [c for c in selected["capabilities"] if c["status"] != "NOT_SELECTED"]
+    out, notes = [], []
+    pending = [c for c in chosen if c["status"] != "SHIPPED"]
+    for c in chosen:
+        if c["status"] == "SHIPPED":
+            out.append({"capability": c["name"], "env_id": f"trace/{c['name']}-v0", "origin": "shipped"})
+    if pending and config["synthesis"]["base_url"]:
+        from openai import OpenAI
+
+        from trace_gym.analysis.trajectories import load_records
+        from trace_gym.synthesis import synthesize
+
+        section = config["synthesis"]
+        client = OpenAI(base_url=section["base_url"], api_key="EMPTY", max_retries=3, timeout=600)
+
+        def complete(messages):
+            return client.chat.completions.create(model=section["model"] or "default", messages=messages,
+                                                  temperature=0.7).choices[0].message.content or ""
+
+        records = load_records([Path(f["path"]) for f in runs["files"].values()])
+        for r in synthesize(Path(selected["selected"]), complete, records=records, run_dir=directory,
+                            attempts=section["attempts"], log=lambda m: None):
+            if r.status == "READY":
+                out.append({"capability": r.capability, "env_id": r.env_id, "origin": "synthesized"})
+            else:
+                notes.append(f"{r.capability}: synthesis {r.status} after {r.attempts} attempt(s)")
+    else:
+        notes += [f"{c['name']}: no shipped env has this name and no synthesis endpoint is configured "
+                  "([synthesis] base_url); not trained" for c in pending]
+    return {"envs": out, "notes": notes}
+
+
+def audit(config: dict[str, Any], chosen: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Each env to train must hold a passing audit for its current code, kit and library."""
+    from trace_gym.audit.lock import passing_entry
+    from trace_gym.registry import entry, source_of
+
+    out = []
+    for env in chosen["envs"]:
+        lock = passing_entry(Path(source_of(entry(env["env_id"])).path))
+        out.append({**env, "audit": "passing" if lock else "no passing audit record",
+                    "kit_version": lock.get("kit_version") if lock else None})
+    return {"envs": out, "trainable": [e for e in out if e["audit"] == "passing"]}
+
+
+# -- 6. calibration, 7. training --------------------------------------------------------------
+
+def calibrate(config: dict[str, Any], agent: dict[str, Any], audited: dict[str, Any], directory: Path) -> dict[str, Any]:
+    from trace_gym.calibration import Bands, calibrate as check
+
+    section = config["calibrate"]
+    factory = local_factory(agent["path"], 1.0, config["rollout"]["max_new_tokens"])
+    seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 100_000 + i for i in range(section["seeds"])]
+    out = {}
+    for env in audited["trainable"]:
+        records = play(env["env_id"], factory, seeds, directory / f"{env['capability']}.jsonl", config,
+                       config["rollout"]["batch"], samples=section["samples"])
+        result = check(records, Bands())
+        out[env["env_id"]] = {k: result[k] for k in ("mean_reward", "success_rate", "reward_std", "calibrated",
+                                                     "problems")}
+    return out
+
+
+def train_config(config: dict[str, Any], env_id: str, **overrides: Any):
+    from trace_gym.trainer.config import GRPOConfig
+
+    return GRPOConfig.from_dict({**config["train"], "env_id": env_id, "env_kwargs": knobs(config, env_id),
+                                 "seed": config["pipeline"]["seed"], **overrides})
+
+
+def train(config: dict[str, Any], agent: dict[str, Any], env_id: str, directory: Path, **overrides: Any
+          ) -> dict[str, Any]:
+    from trace_gym.trainer.train import train as run
+
+    adapter = run(train_config(config, env_id, **overrides), agent["path"], directory, resume=True, log=None)
+    rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return {"adapter": str(adapter), "sha256": dir_sha256(adapter), "episodes": sum(r["episodes/total"] for r in rows),
+            "metrics": str(directory / "metrics.jsonl")}
+
+
+# -- 8. composition ---------------------------------------------------------------------------
+
+def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
+            directory: Path) -> dict[str, Any]:
+    from trace_gym.moe.compose import ComposeConfig, compose as run
+    from trace_gym.moe.gates import GateConfig
+
+    section = config["compose"]
+    envs = list(adapters)
+    trajectories = None
+    if section["gate_data"] == "oracle":  # plumbing budgets: the fixture agent succeeds at nothing
+        from trace_gym.agents.base import make_policy
+
+        trajectories = {}
+        seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 300_000 + i for i in range(section["episodes"])]
+        for env_id in envs:
+            path = directory / "oracle" / f"{env_id.split('/')[1]}.jsonl"
+            trajectories[env_id] = play(env_id, functools.partial(make_policy, "oracle"), seeds, path, config, 1,
+                                        batched=False)
+    run(agent["path"], [adapters[e]["adapter"] for e in envs], envs, directory,
+        ComposeConfig(episodes=section["episodes"], gates=GateConfig(epochs=section["epochs"])),
+        env_kwargs={e: knobs(config, e) for e in envs}, trajectories=trajectories, log=None)
+    return {"directory": str(directory), "sha256": dir_sha256(directory / "mixture"),
+            "gate_data": section["gate_data"], "routing": json.loads((directory / "routing.json").read_text())}
+
+
+# -- 9. evaluation ----------------------------------------------------------------------------
+
+def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
+               composed: dict[str, Any] | None, direct: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the final table compares: label -> policy factory (greedy)."""
+    section = config["eval"]
+    sampling = {"temperature": 0.0, "max_new_tokens": section["max_new_tokens"]}
+    out = {"base": local_factory(agent["path"], **sampling)}
+    for env_id, a in adapters.items():
+        out[f"adapter {env_id.split('/')[1].removesuffix('-v0')}"] = local_factory(agent["path"], adapter=a["adapter"],
+                                                                                   **sampling)
+    if composed is not None:
+        from trace_gym.moe.policy import MixturePolicy, RouterPolicy
+
+        router = json.loads((Path(composed["directory"]) / "router.json").read_text())
+        out["router"] = functools.partial(RouterPolicy, agent["path"], router["adapters"], **sampling)
+        out["mixture"] = functools.partial(MixturePolicy, agent["path"], Path(composed["directory"]) / "mixture",
+                                           **sampling)
+    for target, d in direct.items():
+        out[f"direct GRPO on {target.split('/')[1]}"] = local_factory(agent["path"], adapter=d["adapter"], **sampling)
+    return out
+
+
+def evaluate(config: dict[str, Any], policies: dict[str, Any], directory: Path) -> dict[str, Any]:
+    from trace_gym.evaluation import bootstrap_interval
+
+    section = config["eval"]
+    seeds = [SPLITS["test"].start + EVAL_OFFSET + i for i in range(section["seeds"])]
+    table: dict[str, dict[str, Any]] = {}
+    for env_id in config["pipeline"]["targets"]:
+        for label, factory in policies.items():
+            path = directory / f"{env_id.split('/')[1]}-{label.replace(' ', '_')}.jsonl"
+            records = play(env_id, factory, seeds, path, config, section["batch"])
+            passes = [float(r["passed"]) for r in records]
+            lo, hi = bootstrap_interval(passes)
+            table.setdefault(label, {})[env_id] = {
+                "pass_rate": sum(passes) / len(passes), "ci95": [lo, hi], "episodes": len(passes),
+                "mean_reward": sum(r["reward"] for r in records) / len(records), "records": str(path)}
+    return {"table": table, "order": list(policies), "seeds": len(seeds)}
+

@@ -1,0 +1,173 @@
+"""`trace-gym pipeline` end to end with the committed fixture and a micro budget: every stage
+runs and the report is written; a second run reuses every stage; a run killed during
+adapter training resumes to the uninterrupted run's adapters and table; the report's
+numbers are the evaluation records' numbers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+MICRO = """
+[rollout]
+episodes = 2
+[calibrate]
+seeds = 1
+samples = 2
+[train]
+iterations = 2
+checkpoint_every = 1
+[compose]
+episodes = 2
+[eval]
+seeds = 2
+"""
+
+
+def _config(tmp_path: Path) -> Path:
+    """The smoke budget of configs/tiny-cpu.toml, smaller still."""
+    text = (REPO / "configs" / "tiny-cpu.toml").read_text()
+    extra = re.sub(r"^\[(\w+)\]", r"[budgets.smoke.\1]", MICRO, flags=re.M)
+    path = tmp_path / "micro.toml"
+    path.write_text(_merge_tables(text, extra))
+    return path
+
+
+def _merge_tables(text: str, extra: str) -> str:
+    """Append `extra`'s keys into the same-named tables of `text` (TOML allows a table once)."""
+    tables = re.findall(r"^\[(budgets\.smoke\.\w+)\]\n((?:[^\[\n].*\n?)*)", extra, flags=re.M)
+    for name, body in tables:
+        header = f"[{name}]\n"
+        if header in text:
+            keys = {line.split("=")[0].strip() for line in body.splitlines() if "=" in line}
+            start = text.index(header) + len(header)
+            end = text.find("\n[", start)
+            end = len(text) if end == -1 else end
+            kept = [line for line in text[start:end].splitlines() if line.split("=")[0].strip() not in keys]
+            text = text[:start] + body + "\n".join(kept) + text[end:]
+        else:
+            text += f"\n{header}{body}"
+    return text
+
+
+def _chromium():
+    import os
+    import shutil
+
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None and os.environ.get("CI"):
+        pytest.fail("Chromium must run in CI (.ci/run installs Debian's chromium)")
+    return path
+
+
+def _in_browser(page: Path, tmp_path: Path) -> tuple[bytes, str]:
+    """A screenshot of the page in headless Chromium, and the page's title after a script
+    appended to a copy of it counted the images that loaded."""
+    import subprocess
+
+    browser = _chromium()
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'chromium'}"]
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,2400", page.resolve().as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", (
+        "<script>window.addEventListener('load', () => { const all = [...document.images];"
+        "document.title = 'images ' + all.filter(i => i.complete && i.naturalWidth > 0).length + '/' + all.length; });"
+        "</script></body>")))
+    dom = subprocess.run([*flags, "--dump-dom", "--virtual-time-budget=10000", probe.resolve().as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    title = re.search(r"<title>(.*?)</title>", dom)
+    return shot.read_bytes(), title.group(1) if title else ""
+
+
+def _run(config: Path, out: Path, **kw):
+    from trace_gym.pipeline.run import run_pipeline
+
+    return run_pipeline(config, out, "smoke", log=lambda m: None, **kw)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(Path(path, "adapter_model.safetensors").read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch):
+    config = _config(tmp_path)
+    started = time.perf_counter()
+    whole = _run(config, tmp_path / "whole")
+    report = (tmp_path / "whole" / "report.md").read_text()
+    assert "## Final evaluation" in report and (tmp_path / "whole" / "report.html").is_file()
+    assert whole["adapters"] and whole["compose"] is not None
+    assert set(whole["eval"]["order"]) >= {"base", "router", "mixture"}
+
+    # the report's numbers are the evaluation records' numbers
+    for label, row in whole["eval"]["table"].items():
+        for env_id, cell in row.items():
+            records = [json.loads(line) for line in Path(cell["records"]).read_text().splitlines()]
+            rate = sum(r["passed"] for r in records) / len(records)
+            assert cell["pass_rate"] == rate and len(records) == 2
+            assert f"| {label} |" in report and f"{rate:.3f} [" in report
+
+    # the page renders in a real browser, every image loaded
+    if _chromium():
+        png, title = _in_browser(tmp_path / "whole" / "report.html", tmp_path)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+        loaded, total = map(int, title.removeprefix("images ").split("/"))
+        assert total >= 4 and loaded == total, title
+
+    # a second run reuses every stage
+    again_start = time.perf_counter()
+    again = _run(config, tmp_path / "whole")
+    assert set(again["skipped"]) == set(again["seconds"]) and time.perf_counter() - again_start < 60
+
+    # killed during adapter training, then run again: the same adapters and table
+    from trace_gym.pipeline import stages
+
+    real_train = stages.train
+    calls = []
+
+    def killed(config_, agent, env_id, directory, **overrides):
+        calls.append(env_id)
+        if len(calls) == 2:  # the second adapter: after its first iteration's checkpoint
+            from trace_gym.trainer import train as trainer
+
+            original = trainer.train
+
+            def one_then_crash(*a, **k):
+                def crash(row):
+                    if row["iteration"] == 1:  # iteration 0 is checkpointed, 1 is lost
+                        raise KeyboardInterrupt
+
+                return original(*a, **k, on_iteration=crash)
+
+            monkeypatch.setattr(trainer, "train", one_then_crash)
+            try:
+                return real_train(config_, agent, env_id, directory, **overrides)
+            finally:
+                monkeypatch.setattr(trainer, "train", original)
+        return real_train(config_, agent, env_id, directory, **overrides)
+
+    monkeypatch.setattr(stages, "train", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _run(config, tmp_path / "killed")
+    monkeypatch.setattr(stages, "train", real_train)
+    resumed = _run(config, tmp_path / "killed")
+    assert {e: _digest(a["adapter"]) for e, a in resumed["adapters"].items()} == \
+        {e: _digest(a["adapter"]) for e, a in whole["adapters"].items()}
+    strip = lambda t: {k: {e: {x: v for x, v in c.items() if x != "records"} for e, c in r.items()}  # noqa: E731
+                       for k, r in t.items()}
+    assert strip(resumed["eval"]["table"]) == strip(whole["eval"]["table"])
+    assert time.perf_counter() - started < 600
