@@ -48,8 +48,10 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load(path: str | Path | None = None, budget: str = "default") -> dict[str, Any]:
-    """The configuration with the budget's overrides applied and every default filled in."""
+def load(path: str | Path | None = None, budget: str = "default",
+         overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The configuration with the budget's overrides applied (then `overrides`, table by
+    table) and every default filled in."""
     path = Path(path) if path else DEFAULT
     if budget not in BUDGETS:
         raise InvalidConfig(f"--budget {budget!r} is not known; allowed: {', '.join(BUDGETS)}")
@@ -62,6 +64,7 @@ def load(path: str | Path | None = None, budget: str = "default") -> dict[str, A
     budgets = data.get("budgets", {})
     if budget != "default" or "default" in budgets:
         data = _merge(data, budgets.get(budget, {}))
+    data = _merge(data, overrides or {})
     unknown = sorted(set(data) - set(TABLES))
     if unknown:
         raise InvalidConfig(f"{path}: unknown table(s) {unknown}; allowed: {', '.join(TABLES)}")

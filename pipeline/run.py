@@ -26,11 +26,11 @@ STAGES = ("base_agent", "rollouts", "analysis", "envs", "audit", "calibrate", "t
 
 
 def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/pipeline", budget: str = "default",
-                 log: Callable[[str], None] | None = None) -> dict[str, Any]:
+                 log: Callable[[str], None] | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    config = load(config_path, budget)
+    config = load(config_path, budget, overrides)
     console = Console(stderr=True)
     say = log or (lambda m: console.print(f"[dim]{m}[/dim]"))
     run = stages.Run(Path(out), say)
