@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import InvalidConfig
+from trace_gym.runconfig import SECTIONS
 
 DEFAULT = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.toml"
 BUDGETS = ("smoke", "default")
@@ -39,6 +40,10 @@ TABLES: dict[str, dict[str, Any]] = {
     "env_knobs": {},
     "budgets": {},
 }
+
+
+if set(TABLES) != set(SECTIONS):  # one list of tables for both readers of a run configuration
+    raise ImportError("the pipeline's tables differ from trace_gym.runconfig.SECTIONS")
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

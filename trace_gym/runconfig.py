@@ -16,7 +16,10 @@ from typing import Any
 
 from trace_gym.errors import InvalidConfig
 
-SECTIONS = ("base_agent", "env_knobs", "train")
+SECTIONS = ("pipeline", "base_agent", "rollout", "analysis", "synthesis", "calibrate", "train", "compose", "eval",
+            "baselines", "env_knobs", "budgets")
+"""The tables a run configuration may hold: one per stage of `trace-gym pipeline` (checked
+key by key there), `train` (a GRPOConfig, also read by `trace-gym train`) and `env_knobs`."""
 
 
 def load(path: str | Path) -> dict[str, Any]:
