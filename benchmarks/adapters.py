@@ -103,7 +103,7 @@ def main() -> None:
         after = evaluate(tuned, tokenizer, env_id, config.env_kwargs, seeds, run / "eval-adapter.json")
         diffs = [b["reward"] - a["reward"] for a, b in zip(before, after)]
         lo, hi = paired_interval(diffs)
-        mean = lambda rs: sum(r["reward"] for r in rs) / len(rs)  # noqa: E731
+        mean = lambda rs: sum(r["reward"] for r in rs) / len(rs)
         print(f"{env_id}: trained {config.iterations} iterations in {trained:.0f} s ({seconds:.0f} s this run); "
               f"base {mean(before):.3f}, adapter {mean(after):.3f} on {len(seeds)} test seeds; paired difference "
               f"{sum(diffs) / len(diffs):+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; goal: above 0)  "

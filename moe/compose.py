@@ -13,9 +13,10 @@ trajectory, and `OUT/trajectories/` the gate data.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
@@ -35,7 +36,7 @@ class ComposeConfig:
     max_new_tokens: int = 192
     batch_episodes: int = 32
     threads: int = 2
-    gates: GateConfig = GateConfig()
+    gates: GateConfig = field(default_factory=GateConfig)
 
 
 def capability_of(env_id: str) -> str:

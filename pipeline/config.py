@@ -14,9 +14,10 @@ file, the table and the key); `[train]` is a `GRPOConfig` table and `[env_knobs.
 from __future__ import annotations
 
 import copy
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import SECTIONS

@@ -183,7 +183,8 @@ def audit(config: dict[str, Any], chosen: dict[str, Any], directory: Path) -> di
 # -- 6. calibration, 7. training --------------------------------------------------------------
 
 def calibrate(config: dict[str, Any], agent: dict[str, Any], audited: dict[str, Any], directory: Path) -> dict[str, Any]:
-    from trace_gym.calibration import Bands, calibrate as check
+    from trace_gym.calibration import Bands
+    from trace_gym.calibration import calibrate as check
 
     section = config["calibrate"]
     factory = local_factory(agent["path"], 1.0, config["rollout"]["max_new_tokens"])
@@ -219,7 +220,8 @@ def train(config: dict[str, Any], agent: dict[str, Any], env_id: str, directory:
 
 def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
             directory: Path) -> dict[str, Any]:
-    from trace_gym.moe.compose import ComposeConfig, compose as run
+    from trace_gym.moe.compose import ComposeConfig
+    from trace_gym.moe.compose import compose as run
     from trace_gym.moe.gates import GateConfig
 
     section = config["compose"]

@@ -37,7 +37,7 @@ seeds = 2
 def _config(tmp_path: Path) -> Path:
     """The smoke budget of configs/tiny-cpu.toml, smaller still."""
     text = (REPO / "configs" / "tiny-cpu.toml").read_text()
-    extra = re.sub(r"^\[(\w+)\]", r"[budgets.smoke.\1]", MICRO, flags=re.M)
+    extra = re.sub(r"^\[(\w+)\]", r"[budgets.smoke.\1]", MICRO, flags=re.MULTILINE)
     path = tmp_path / "micro.toml"
     path.write_text(_merge_tables(text, extra))
     return path
@@ -45,7 +45,7 @@ def _config(tmp_path: Path) -> Path:
 
 def _merge_tables(text: str, extra: str) -> str:
     """Append `extra`'s keys into the same-named tables of `text` (TOML allows a table once)."""
-    tables = re.findall(r"^\[(budgets\.smoke\.\w+)\]\n((?:[^\[\n].*\n?)*)", extra, flags=re.M)
+    tables = re.findall(r"^\[(budgets\.smoke\.\w+)\]\n((?:[^\[\n].*\n?)*)", extra, flags=re.MULTILINE)
     for name, body in tables:
         header = f"[{name}]\n"
         if header in text:
@@ -167,7 +167,7 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     resumed = _run(config, tmp_path / "killed")
     assert {e: _digest(a["adapter"]) for e, a in resumed["adapters"].items()} == \
         {e: _digest(a["adapter"]) for e, a in whole["adapters"].items()}
-    strip = lambda t: {k: {e: {x: v for x, v in c.items() if x != "records"} for e, c in r.items()}  # noqa: E731
+    strip = lambda t: {k: {e: {x: v for x, v in c.items() if x != "records"} for e, c in r.items()}
                        for k, r in t.items()}
     assert strip(resumed["eval"]["table"]) == strip(whole["eval"]["table"])
     assert time.perf_counter() - started < 600

@@ -53,10 +53,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from trace_gym.agents.episodes import Backend, Request, Rollout
+from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.seeding import SPLITS
 from trace_gym.trainer.config import GRPOConfig
-from trace_gym.agents.prefix import per_sample, shared_prefix
-from trace_gym.agents.episodes import Backend, Request, Rollout
 
 VALIDATION_SEEDS = 100_000
 """The last seeds of the train split form its validation slice: never drawn for training."""
@@ -226,7 +226,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: G
     for step in range(config.steps_per_batch):
         sums = defaultdict(float)
 
-        def token_loss(logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        def token_loss(logp: torch.Tensor, index: torch.Tensor, old=old, step=step, sums=sums) -> torch.Tensor:
             p_old = old[index]
             if step == 0:
                 p_old = torch.where(batch.trainer_old[index], logp.detach(), p_old)

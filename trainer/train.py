@@ -80,8 +80,8 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
 
 def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> dict[str, float]:
     """Greedy episodes on the validation slice: mean reward and pass rate."""
-    from trace_gym.trainer.grpo import validation_seeds
     from trace_gym.agents.episodes import Request
+    from trace_gym.trainer.grpo import validation_seeds
 
     backend.sync(model, iteration)
     rollouts = backend.play([Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])

@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.agents.episodes import Request, Rollout, Turn, checks_of, make_env, render_prompt, unhinted
+from trace_gym.errors import InvalidConfig, TraceGymError
 
 
 def base_urls(value: str | None = None) -> list[str]:

@@ -12,7 +12,7 @@ from tests.conftest import REPO
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from trace_gym.cli import main  # noqa: E402
+from trace_gym.cli import main
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 CONFIG = REPO / "configs" / "embedded.toml"

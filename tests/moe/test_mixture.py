@@ -10,7 +10,7 @@ from tests.conftest import REPO
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from trace_gym.moe.mixture import Mixture, RoutedLoRALinear, Route, gate_parameter_count  # noqa: E402
+from trace_gym.moe.mixture import Mixture, Route, RoutedLoRALinear, gate_parameter_count
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -15,10 +15,10 @@ from tests.conftest import REPO
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from trace_gym.errors import InvalidConfig, TraceGymError  # noqa: E402
-from trace_gym.trainer import grpo  # noqa: E402
-from trace_gym.trainer.config import GRPOConfig  # noqa: E402
-from trace_gym.agents.episodes import Request, Rollout, Turn  # noqa: E402
+from trace_gym.agents.episodes import Request, Rollout, Turn
+from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.trainer import grpo
+from trace_gym.trainer.config import GRPOConfig
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 
@@ -290,7 +290,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
 
 
 def test_a_generated_env_without_a_passing_audit_is_refused(tmp_path, monkeypatch):
-    from trace_gym.registry import EnvEntry, _ENTRIES
+    from trace_gym.registry import _ENTRIES, EnvEntry
     from trace_gym.trainer.train import check_env_allowed
 
     module = tmp_path / "unaudited_env.py"

@@ -14,11 +14,11 @@ from tests.conftest import REPO
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from tests.trainer.fake_vllm import FakeVLLM  # noqa: E402
-from tests.trainer.learnable_env import register  # noqa: E402
-from trace_gym.errors import InvalidConfig, TraceGymError  # noqa: E402
-from trace_gym.trainer.config import GRPOConfig  # noqa: E402
-from trace_gym.trainer.vllm import base_urls  # noqa: E402
+from tests.trainer.fake_vllm import FakeVLLM
+from tests.trainer.learnable_env import register
+from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.trainer.config import GRPOConfig
+from trace_gym.trainer.vllm import base_urls
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 

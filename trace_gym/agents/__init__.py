@@ -2,4 +2,4 @@
 
 from trace_gym.agents.base import OraclePolicy, Policy, RandomPolicy, make_policy
 
-__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "make_policy"]
+__all__ = ["OraclePolicy", "Policy", "RandomPolicy", "make_policy"]
