@@ -161,3 +161,80 @@ def test_a_rejected_write_beside_a_stray_one_costs_two_tenths():
             assert wrong.credit == pytest.approx(-0.2) and not wrong.passed
             found += 1
     assert found >= 3
+
+
+def _replace_write(env, seed, make):
+    """The oracle, its write call replaced by `make(env, call)` (None: keep it); the episode
+    is left in `env`."""
+    def change(e, reply, calls):
+        if calls and e.episode.toolset[calls[0]["name"]].kind is ToolKind.WRITE:
+            new = make(e, calls[0])
+            return None if new is None else _message([new])
+        return None
+    return play_oracle(env, seed, change=change)[1]
+
+
+def _other_values(env, value):
+    """Values of the conversation of the same JSON type as `value`, other than it."""
+    seen = adversaries.leaves(env.episode.messages)
+    return [v for _, v in seen if type(v) is type(value) and v != value]
+
+
+@pytest.mark.parametrize("env_id", ["trace/structured_data_reasoning-v0", "trace/tool_calling_precision-v0"])
+def test_an_accepted_call_pays_only_for_its_right_name_and_arguments(env_id):
+    from trace_gym.rng import Rng
+
+    env = gym.make(env_id).unwrapped
+    env.spec = gym.spec(env_id)
+    wrong_names, wrong_groups = set(), 0
+    for seed in range(150):
+        rng = Rng.from_seed(seed)
+
+        def rename(e, call):
+            others = [t for n, t in e.episode.toolset.items() if t.kind is ToolKind.WRITE and n != call["name"]]
+            if not others:
+                return None
+            tool = others[seed % len(others)]
+            target = next((v for v in call["arguments"].values() if isinstance(v, str)), "")
+            seen = adversaries.seen_by_key(e.episode.messages)
+            return {"name": tool.name, "arguments": adversaries.fill_arguments(tool, target, seen, rng)}
+
+        def change_one(e, call):
+            keys = sorted(call["arguments"])
+            key = keys[seed % len(keys)]
+            others = _other_values(e, call["arguments"][key])
+            return {**call, "arguments": {**call["arguments"], key: others[0]}} if others else None
+
+        for make in (rename, change_one):
+            if not _replace_write(env, seed, make):
+                continue
+            writes = _writes(env)
+            checks = {c.name: c for c in env.episode.verdict.checks}
+            _expected(env, checks, writes)  # asserts the detail of a failed call
+            if len(writes) == 1 and writes[0][2]:
+                if make is rename:
+                    assert env.episode.verdict.score == 0.0 and list(checks) == [next(iter(checks))]
+                    wrong_names.add(writes[0][0] < env.episode.task.gold["name"])
+                elif any(not c.passed for c in checks.values()):
+                    wrong_groups += 1
+                    for c in checks.values():
+                        assert c.credit == (0.0 if not c.passed else c.credit) and c.credit >= 0.0
+                    expected = _expected(env, checks, writes)
+                    assert {n: (c.passed, pytest.approx(c.credit)) for n, c in checks.items()} == expected
+                    assert env.episode.verdict.score < 1.0
+    assert wrong_groups >= 3, wrong_groups
+    if env_id == "trace/structured_data_reasoning-v0":
+        assert wrong_names == {True, False}, wrong_names  # accepted wrong tools named before and after the gold's
+
+
+def test_a_refusals_detail_says_which_other_values_are_allowed():
+    env = gym.make("trace/precondition_verification-v0", forbidden_rate=1.0).unwrapped
+    kinds = set()
+    for seed in SEEDS:
+        env.reset(seed=seed)
+        env.step("I cannot help with that.")
+        fact = env.episode.task.fact
+        refusal = next(c for c in env.episode.verdict.checks if c.name == "refusal")
+        assert f"(no other but {fact['also'] or 'none'})" in refusal.detail
+        kinds.add(bool(fact["also"]))
+    assert kinds == {True, False}

@@ -114,24 +114,34 @@ def test_only_a_read_that_took_the_records_id_is_a_lookup(env_id):
         edited[i]["tool_calls"][0]["function"]["name"] = write
         refusal = _check(_reverify(base, edited), "refusal")
         assert not refusal.passed and "did not look up" in refusal.detail and "attempted" not in refusal.detail
+        # nor a generic tool's call that took it and went through (a transfer's summary)
+        edited = json.loads(json.dumps(messages))
+        edited[i]["tool_calls"][0]["function"].update(name="transfer_to_human_agents",
+                                                      arguments=json.dumps({"summary": request.subject}))
+        refusal = _check(_reverify(base, edited), "refusal")
+        assert not refusal.passed and "did not look up" in refusal.detail
         checked += 1
         if checked == 5:
             break
     assert checked == 5
 
 
-@pytest.mark.parametrize("env_id", TARGETS)
-def test_a_refusals_detail_names_each_missing_part(env_id):
-    for base, request in _forbidden_episode(env_id):
-        messages = json.loads(json.dumps(base.episode.messages))
-        silent = [m if not (m["role"] == "assistant" and not m.get("tool_calls")) else {**m, "content": "Okay."}
-                  for m in messages]
-        refusal = _check(_reverify(base, silent), "refusal")
-        assert not refusal.passed
-        assert "no message states the" in refusal.detail and "no message names one of" in refusal.detail
-        assert "did not look up" not in refusal.detail and "attempted" not in refusal.detail
-        return
-    pytest.fail("no forbidden episode")
+def test_a_refusals_detail_names_each_missing_part():
+    kinds = set()
+    for env_id in TARGETS:
+        for n, (base, request) in enumerate(_forbidden_episode(env_id, range(200))):
+            messages = json.loads(json.dumps(base.episode.messages))
+            silent = [m if not (m["role"] == "assistant" and not m.get("tool_calls")) else {**m, "content": "Okay."}
+                      for m in messages]
+            refusal = _check(_reverify(base, silent), "refusal")
+            assert not refusal.passed
+            assert "no message states the" in refusal.detail and "no message names one of" in refusal.detail
+            assert "did not look up" not in refusal.detail and "attempted" not in refusal.detail
+            assert ("(besides: " in refusal.detail) == bool(request.fact["also"])
+            kinds.add(bool(request.fact["also"]))
+            if n == 20:
+                break
+    assert kinds == {True, False}
 
 
 def _write_episode(env_id: str):
@@ -160,6 +170,16 @@ def test_the_yes_before_a_write_is_exactly_the_customers_yes(env_id):
               {"role": "tool", "tool_call_id": "call_x", "content": "Error: missing arguments"}]
     between = messages[:w] + lookup + messages[w:]
     assert _check(_reverify(base, between), "confirmation").passed
+    # a reply in between too ("One moment."): the yes is the customer's last message
+    waited = messages[:w] + [{"role": "assistant", "content": "One moment."}] + messages[w:]
+    assert _check(_reverify(base, waited), "confirmation").passed
+    # wherever the exchange sits in the conversation (one more message before it)
+    shifted = messages[:2] + [{"role": "assistant", "content": "Hello."}] + messages[2:]
+    assert _check(_reverify(base, shifted), "confirmation").passed
+    # the summary must be the agent's: a tool result naming the record is not one
+    tooled = json.loads(json.dumps(messages))
+    tooled[w - 2] = {"role": "tool", "tool_call_id": "call_y", "content": tooled[w - 2]["content"]}
+    assert not _check(_reverify(base, tooled), "confirmation").passed
     # an unknown tool's call is neither a read nor a write
     unknown = json.loads(json.dumps(between))
     unknown[w]["tool_calls"][0]["function"]["name"] = "no_such_tool"
@@ -189,12 +209,18 @@ def test_identification_is_the_customer_saying_who_they_are(env_id):
         guess = {"role": "assistant", "content": f"Perhaps: {next(iter(task.identity.values()))}"}
         edited = messages[:1] + [messages[1], guess, early, result] + messages[2:]
         ident = _check(_reverify(base, edited), "identification")
-        assert not ident.passed and "before they said who they are" in ident.detail
+        assert not ident.passed and ident.credit == 0.0 and "before they said who they are" in ident.detail
         # a write with the customer's id before identification is not a read of their records
         write = next(n for n, t in base.toolset.items() if t.kind is ToolKind.WRITE)
         wrote = json.loads(json.dumps(early))
         wrote["tool_calls"][0]["function"]["name"] = write
         edited = messages[:2] + [wrote, {**result, "content": "Error: refused"}] + messages[2:]
+        assert _check(_reverify(base, edited), "identification").passed
+        # nor is a generic tool's call with it
+        generic = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_g", "type": "function", "function": {
+            "name": "transfer_to_human_agents", "arguments": json.dumps({"summary": task.user_id})}}]}
+        edited = messages[:2] + [generic, {"role": "tool", "tool_call_id": "call_g", "content": "Transfer successful"}] \
+            + messages[2:]
         assert _check(_reverify(base, edited), "identification").passed
         return
     pytest.fail("no episode with a read after identification")
