@@ -121,10 +121,13 @@ def main() -> None:
 
             from peft import XLoraConfig
 
-            xlora = get_peft_model(base_model(), XLoraConfig(
+            xbase = base_model()
+            xbase.config.use_cache = False  # X-LoRA requires it
+            xlora = get_peft_model(xbase, XLoraConfig(
                 task_type="CAUSAL_LM", hidden_size=args.hidden, xlora_depth=1,
-                adapters={f"expert{e}": str(p) for e, p in enumerate(adapters)})).eval()
-            t_x = best(lambda: xlora(input_ids=ids), args.repeats)
+                # named 0..N-1: X-LoRA loads its experts under those names whatever the keys say
+                adapters={str(e): str(p) for e, p in enumerate(adapters)})).eval()
+            t_x = best(lambda: xlora(input_ids=ids, use_cache=False), args.repeats)
             print(f"whole model: routed top-1 {t_routed * 1000:.0f} ms, peft X-LoRA {t_x * 1000:.0f} ms, ratio "
                   f"{t_routed / t_x:.3f} (goal <= 0.6)  (load {os.getloadavg()[0]:.2f})", flush=True)
 
