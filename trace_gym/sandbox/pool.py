@@ -257,13 +257,15 @@ class Worker:
 class WorkerPool:
     """A few workers, each hosting many env instances. A new instance goes to the least
     loaded live worker that can read its module, or to a new worker while the pool has
-    fewer than `size`. A lost worker is replaced on demand."""
+    fewer than `size`. A lost worker is replaced on demand. Every worker of a pool hashes
+    strings alike (PYTHONHASHSEED 0 unless `env` says otherwise), so an episode does not
+    depend on the worker it lands on; the kit's cross-process check sets other values."""
 
     def __init__(self, size: int = 1, limits: Limits = Limits(), isolation: str | None = None,
                  require_isolation: bool = False, env: dict[str, str] | None = None) -> None:
         if not (isinstance(size, int) and size >= 1):
             raise InvalidConfig(f"WorkerPool size={size!r} is invalid: must be an integer >= 1")
-        self.size, self.limits, self.env = size, limits, dict(env or {})
+        self.size, self.limits, self.env = size, limits, {"PYTHONHASHSEED": "0", **(env or {})}
         self.mode = isolation or env_mode()
         self.require_isolation = require_isolation
         self.isolation = resolve(self.mode, require_isolation)
