@@ -35,7 +35,9 @@ TARGETS = {
         # the shipped envs' verify functions and the target envs' verifier module
         "files": ["generated_envs/*.py", "trace_gym/targets/verify.py"],
         "functions": lambda path, name: name.startswith("verify") or path.endswith("targets/verify.py"),
-        "tests": ["tests/generated_envs", "tests/targets"],
+        # the checks' own tests first: with -x a killed mutant stops at its first failure
+        "tests": ["tests/generated_envs/test_verdict_checks.py", "tests/targets/test_verdict_checks.py",
+                  "tests/generated_envs", "tests/targets"],
         "timeout": 300,
     },
 }
