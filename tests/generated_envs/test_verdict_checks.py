@@ -238,3 +238,27 @@ def test_a_refusals_detail_says_which_other_values_are_allowed():
         assert f"(no other but {fact['also'] or 'none'})" in refusal.detail
         kinds.add(bool(fact["also"]))
     assert kinds == {True, False}
+
+
+@pytest.mark.parametrize("env_id", ("trace/structured_data_reasoning-v0", "trace/tool_calling_precision-v0"))
+def test_an_accepted_write_under_another_name_earns_nothing_whichever_way_the_names_sort(env_id):
+    """The one write these envs grade must be the gold tool's: the oracle's conversation with
+    its write renamed to each other write tool, the tool's result kept as accepted, is
+    verified by the env's own verifier and scores 0, for names sorting before and after."""
+    env = gym.make(env_id).unwrapped
+    before = after = 0
+    for seed in SEEDS:
+        play_oracle(env, seed)
+        ep = env.episode
+        writes = {n for n, t in ep.toolset.items() if t.kind is ToolKind.WRITE}
+        gold = ep.task.gold["name"]
+        for other in sorted(writes - {gold}):
+            messages = json.loads(json.dumps(ep.messages))
+            for m in messages:
+                for tc in m.get("tool_calls") or []:
+                    if tc["function"]["name"] == gold:
+                        tc["function"]["name"] = other
+            verdict = env.verify(ep.task, ep.initial_world, ep.world, messages)
+            assert verdict.score == 0.0, (seed, gold, other, verdict)
+            before, after = before + (other < gold), after + (other > gold)
+    assert before and after
