@@ -36,7 +36,7 @@ class WordingClassifier:
     """Logistic regression (softmax over the decisions, L2-regularised, full-batch Adam for a
     fixed number of steps from zero weights, so the same data gives the same model) over the
     features whose presence goes with the decision on the training texts: a chi-square test
-    per feature, kept at p < 1e-6 (an id or a name seen in a few texts is noise, and a model
+    per feature, kept at p < 1e-4 (an id or a name seen in a few texts is noise, and a model
     fitted to noise predicts worse than the majority class, hiding a real leak). Naive Bayes
     is no judge here: the texts are templates whose words go together, and it came out far
     below the majority class on texts that leak nothing."""
