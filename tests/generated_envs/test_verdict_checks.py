@@ -94,8 +94,12 @@ def _expected(env, checks, writes):
         for n in ops:
             out[n] = (checks[n].passed, 0.6 / len(ops) if checks[n].passed else 0.0)
         out["all_operations"] = (done == len(ops), 0.4 if done == len(ops) else 0.0)
-        wrong = rejected + max(0, len(writes) - rejected - done)
+        stray = max(0, len(writes) - rejected - done)
+        wrong = rejected + stray
         out["wrong_writes"] = (wrong == 0, -0.1 * wrong)
+        if wrong:  # the detail tells rejected writes from stray ones
+            assert checks["wrong_writes"].detail == (f"{rejected} write(s) rejected by the tool, {stray} more went "
+                                                     f"through than operations were done")
     else:
         first = "write_call" if "structured" in env_id else "name"
         gold = task.gold["name"]
