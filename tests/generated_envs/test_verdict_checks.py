@@ -6,7 +6,6 @@ trajectories are."""
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import gymnasium as gym
@@ -272,13 +271,12 @@ def test_an_accepted_write_under_another_name_earns_nothing_whichever_way_the_na
 def test_every_multi_step_operation_changes_its_record():
     """The invariant that makes multi-step's stray count exact: an operation is done only
     through an accepted write, since each one the generator draws changes its record."""
-    module = importlib.import_module("trace_gym.generated_envs.multi_step_task_completion")
     env = gym.make("trace/multi_step_task_completion-v0").unwrapped
     for seed in [*range(150), *range(1_000_000_000, 1_000_000_150)]:
         env.reset(seed=seed)
         ep = env.episode
         for op in ep.task.operations:
             world = ep.initial_world.fork()
-            module.TOOLSETS[ep.task.domain][op["write"]["name"]].fn(world, **op["write"]["arguments"])
+            ep.toolset[op["write"]["name"]].fn(world, **op["write"]["arguments"])
             table, key = op["record"]
             assert world.tables[table].get(key) != ep.initial_world.tables[table].get(key), (seed, op)
