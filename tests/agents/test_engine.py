@@ -70,6 +70,33 @@ def test_greedy_decoding_equals_generate_in_a_batch(model_and_tokenizer):
         assert generation.stopped == (expected[-1] == end)
 
 
+def test_a_reused_arena_and_rows_that_finish_early_change_no_output():
+    """The batch arena kept between calls (holding an earlier batch's keys), and the in-place
+    compaction when rows stop at different steps, give what a fresh engine gives row by row.
+    (A random model, whose rows differ: the fixture writes the same tokens after any prompt.)"""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2,
+                                         initializer_range=0.5)).eval()
+    tokenizer = type("Tokens", (), {"decode": staticmethod(lambda ids, **kw: " ".join(map(str, ids)))})()
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 24, (n,), generator=g).tolist() for n in (30, 9, 21, 14, 17)]
+    engine = Engine(model, tokenizer, stop_ids=[2])
+    engine.generate([engine.new_sequence() for _ in prompts], prompts, max_new_tokens=16)  # fills the arena
+    with torch.inference_mode():
+        for k, v in engine._arena:  # whatever the arena held, the masked padding reads as nothing
+            k.fill_(float("nan"))
+            v.fill_(float("nan"))
+    again = engine.generate([engine.new_sequence() for _ in prompts[1:]], prompts[1:], max_new_tokens=12)
+    alone = [Engine(model, tokenizer, stop_ids=[2]).generate([engine.new_sequence()], [p], max_new_tokens=12)[0]
+             for p in prompts[1:]]
+    assert [g.token_ids for g in again] == [g.token_ids for g in alone]
+    lengths = [len(g.token_ids) for g in again]
+    assert min(lengths) < max(lengths) and not all(g.stopped for g in again), lengths  # rows left the batch early
+
+
 @pytest.mark.parametrize("stable", [True, False], ids=["prefix-stable", "qwen3-like"])
 def test_reuse_prefills_only_what_changed_and_changes_no_output(model_and_tokenizer, stable):
     model, tokenizer = model_and_tokenizer

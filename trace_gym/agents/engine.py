@@ -18,7 +18,12 @@ forked K ways after a shared prefix (`fork`): GRPO's K rollouts of one prompt pr
 
 Caches are transformers `Cache` objects whose layers write into preallocated buffers (grown
 by doubling) instead of concatenating at every token, which would copy the whole cache of
-every layer per decoded token.
+every layer per decoded token. Fresh memory is the other cost: the first write to a page
+the process just got from the kernel costs a page fault, and on the virtual machines here
+that runs at about 1 GB/s, against 40 GB/s for memory already in use. So buffers are made
+with `empty` (only the positions written are ever touched, and only those are read), the
+batch of `generate` lives in one arena per layer that the engine keeps from call to call,
+and a batch whose rows finish is compacted in place instead of copied.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ class KVLayer(DynamicLayer):
 
     def _reserve(self, like: torch.Tensor, capacity: int) -> None:
         shape = (*like.shape[:-2], capacity, like.shape[-1])
-        k, v = like.new_zeros(shape), like.new_zeros(shape)
+        k, v = like.new_empty(shape), like.new_empty(shape)  # positions past `length` are never read
         if self._k is not None and self.length:
             k[..., : self.length, :] = self._k[..., : self.length, :]
             v[..., : self.length, :] = self._v[..., : self.length, :]
@@ -82,6 +87,15 @@ class KVLayer(DynamicLayer):
         if self._k is not None:
             self._k, self._v = self._k[indices], self._v[indices]
             self._views()
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Keep the batch rows `rows` (ascending), moved to the front in place: no new memory."""
+        for j, i in enumerate(rows):
+            if i != j:
+                self._k[j].copy_(self._k[i])
+                self._v[j].copy_(self._v[i])
+        self._k, self._v = self._k[: len(rows)], self._v[: len(rows)]
+        self._views()
 
     def clone(self, length: int | None = None) -> KVLayer:
         """A copy of the first `length` positions (all by default)."""
@@ -195,6 +209,19 @@ class Engine:
         config = model.config
         self.n_layers = config.num_hidden_layers
         self.device = next(model.parameters()).device
+        self._arena: list[tuple[torch.Tensor, torch.Tensor]] = []
+        """Per layer, the keys and values `generate` lays its batch out in, kept between calls."""
+
+    def _batch_buffers(self, like: torch.Tensor, rows: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, `(rows, heads, length, head_dim)` views of the arena, grown when too small
+        (with room for a quarter more, so that a growing conversation does not regrow it every turn)."""
+        shape = (rows, like.shape[1], length, like.shape[-1])
+        have = self._arena[0][0].shape if self._arena else None
+        if have is None or have[0] < rows or have[2] < length or have[1:2] + have[3:] != shape[1:2] + shape[3:] \
+                or self._arena[0][0].dtype != like.dtype:
+            big = (max(rows, have[0] if have else 0), shape[1], max(length * 5 // 4, length + 256, have[2] if have else 0), shape[3])
+            self._arena = [(like.new_empty(big), like.new_empty(big)) for _ in range(self.n_layers)]
+        return [(k[:rows, :, :length], v[:rows, :, :length]) for k, v in self._arena]
 
     def new_sequence(self) -> Sequence:
         return Sequence(layers=[KVLayer() for _ in range(self.n_layers)])
@@ -245,17 +272,22 @@ class Engine:
         lengths = [len(s.ids) for s in seqs]
         width = max(lengths)
         # The batch cache: every row's cache right-aligned at `width`, room for the new tokens.
+        # The padding on the left is masked, and zeroed so that it holds finite values (a
+        # masked position's weight is exactly 0, and 0 times a finite value is 0).
         batch_layers = []
+        buffers = self._batch_buffers(seqs[0].layers[0].keys, B, width + max_new_tokens)
         for layer_index in range(self.n_layers):
             first = seqs[0].layers[layer_index].keys                        # (1, H, L0, D)
-            shape = (B, first.shape[1], width + max_new_tokens, first.shape[-1])
             layer = KVLayer()
             layer.lazy_initialization(first, first)
-            layer._k, layer._v = first.new_zeros(shape), first.new_zeros(shape)
+            layer._k, layer._v = buffers[layer_index]                        # (B, H, W + N, D)
             for row, seq in enumerate(seqs):
                 source = seq.layers[layer_index]
-                layer._k[row, :, width - lengths[row]: width] = source.keys[0]
-                layer._v[row, :, width - lengths[row]: width] = source.values[0]
+                pad = width - lengths[row]
+                layer._k[row, :, :pad] = 0
+                layer._v[row, :, :pad] = 0
+                layer._k[row, :, pad: width] = source.keys[0]
+                layer._v[row, :, pad: width] = source.values[0]
             layer.length = width
             layer._views()
             batch_layers.append(layer)
@@ -291,7 +323,7 @@ class Engine:
             if len(keep_rows) < len(active):
                 select = torch.tensor(keep_rows)
                 for layer in batch_layers:
-                    layer.batch_select_indices(select.to(self.device))
+                    layer.keep_rows(keep_rows)
                 mask = mask[select.to(self.device)]
                 chosen = chosen[select]
                 active = [active[row] for row in keep_rows]
