@@ -121,13 +121,15 @@ def _token_logp(lm, hidden: torch.Tensor, at: list[int], target: list[int], temp
 
 
 def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None, token_loss: TokenLoss | None,
-         temperature: float, out: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+         temperature: float, out: torch.Tensor, first: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Run `node` and its subtree; with `token_loss`, back-propagate them and return the
-    gradient left on `parent`'s keys and values."""
+    gradient left on `parent`'s keys and values (of the layers from `first` on: below the
+    first layer that trains, keys and values depend on no trainable weight)."""
     grad = token_loss is not None
     leaves = None
     if parent is not None:
-        leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in parent]
+        leaves = [(k.detach().requires_grad_(grad and i >= first), v.detach().requires_grad_(grad and i >= first))
+                  for i, (k, v) in enumerate(parent)]
     layers = []
     for i in range(lm.config.num_hidden_layers):
         layer = DynamicLayer()
@@ -150,7 +152,7 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
             loss = token_loss(logp, index)
     child_grads: list[torch.Tensor | None] = [None] * (2 * len(kv))
     for child in node.children:
-        g = _run(lm, child, kv, token_loss, temperature, out)
+        g = _run(lm, child, kv, token_loss, temperature, out, first)
         if g is not None:
             for j, (gk, gv) in enumerate(g):
                 for slot, t in ((2 * j, gk), (2 * j + 1, gv)):
@@ -174,6 +176,14 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
     return [(k.grad, v.grad) for k, v in leaves]
 
 
+def first_trainable_layer(lm) -> int:
+    """The index of the lowest decoder layer with a weight that trains (the number of
+    layers when none does)."""
+    layers = lm.model.layers
+    return next((i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())),
+                len(layers))
+
+
 def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None,
                   token_loss: TokenLoss | None = None, temperature: float = 1.0,
                   positions: Sequence[Sequence[int]] | None = None) -> torch.Tensor:
@@ -188,9 +198,10 @@ def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Seq
     total = sum(len(p) for p in positions)
     out = torch.zeros(total, device=next(lm.parameters()).device)
     context = torch.enable_grad() if token_loss is not None else torch.no_grad()
+    first = first_trainable_layer(lm) if token_loss is not None else 0
     with context:
         for child in root.children:
-            _run(lm, child, None, token_loss, temperature, out)
+            _run(lm, child, None, token_loss, temperature, out, first)
     return out
 
 
