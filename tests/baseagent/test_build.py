@@ -57,12 +57,16 @@ def test_lora_is_merged_into_the_saved_weights(tmp_path):
     assert not torch.equal(model.model.layers[0].self_attn.q_proj.weight, base.model.layers[0].self_attn.q_proj.weight)
 
 
-def test_full_fine_tuning_keeps_the_embeddings(tmp_path):
+@pytest.mark.parametrize("freeze_share", [0.0, 0.5])
+def test_full_fine_tuning_keeps_the_embeddings_and_the_lowest_layers(freeze_share):
+    """The shared-prefix loss with frozen lower layers (whose keys and values then get no
+    gradient) is the plain loss, with the same gradient on every weight that trains."""
     from trace_gym.baseagent.build import load_start, step_loss
 
-    model, _tokenizer = load_start(FIXTURE, BaseAgentConfig(source=str(FIXTURE)))
+    model, _tokenizer = load_start(FIXTURE, BaseAgentConfig(source=str(FIXTURE), freeze_share=freeze_share))
     assert not model.get_input_embeddings().weight.requires_grad
-    assert model.model.layers[0].mlp.up_proj.weight.requires_grad
+    assert model.model.layers[0].mlp.up_proj.weight.requires_grad == (freeze_share == 0)
+    assert model.model.layers[1].self_attn.k_proj.weight.requires_grad
     # two demonstrations sharing their first ten tokens (a system prompt), agent tokens weighted
     a, b = list(range(5, 25)), list(range(5, 15)) + list(range(40, 52))
     wa, wb = [0.0] * 10 + [1.0] * 10, [0.0] * 12 + [2.0] * 5 + [1.0] * 5
@@ -80,12 +84,50 @@ def test_full_fine_tuning_keeps_the_embeddings(tmp_path):
     assert abs(loss - plain.item()) < 1e-5
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert max((x - y).abs().max().item() for x, y in zip(shared, grads)) < 1e-5
+    assert all(p.grad is None for p in model.model.layers[0].parameters()) == (freeze_share > 0)
+
+
+def test_smollm2_keeps_its_lowest_third_frozen():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from trace_gym.baseagent.build import frozen_layers
+
+    with torch.device("meta"):
+        model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=30, hidden_size=64, intermediate_size=128,
+                                             num_attention_heads=2, vocab_size=100))
+    assert frozen_layers(model, BaseAgentConfig()) == 10
+    assert frozen_layers(model, BaseAgentConfig(freeze_share=0)) == 0
+    assert frozen_layers(model, BaseAgentConfig(method="lora")) == 0  # LoRA trains its adapters everywhere
+
+
+def test_demonstrations_cover_each_kind_alike_and_no_weak_kind():
+    from collections import Counter
+
+    from trace_gym.baseagent.build import demonstrations, quotas
+    from trace_gym.targets import airline, retail
+
+    config = BaseAgentConfig(source=str(FIXTURE), episodes=16, weak_kinds=("compensation", "cancel_order"),
+                             env_kwargs={**BaseAgentConfig().env_kwargs, "compound_rate": 0.5})
+    demos = demonstrations(config)
+    first = Counter(d["kinds"][0] for d in demos)
+    for kinds in (airline.KINDS, retail.KINDS):
+        expected = quotas(list(kinds), config)
+        assert sum(expected.values()) == 16 and max(expected.values()) - min(
+            v for k, v in expected.items() if k not in config.weak_kinds) <= 1
+        assert {k: first[k] for k in kinds} == expected
+    assert not any(k in config.weak_kinds for d in demos for k in d["kinds"])  # a later request neither
+    assert any(len(d["kinds"]) > 1 for d in demos)
+    # weak_share keeps a share of the weak kinds: half as many as each other kind
+    shared = quotas(list(airline.KINDS), BaseAgentConfig(episodes=34, weak_share=0.5))
+    assert shared["compensation"] == 2 and shared["cancel_reservation"] == 4
+    with pytest.raises(InvalidConfig, match="weak_kinds"):
+        quotas(["cancel_order"], BaseAgentConfig(weak_kinds=("cancel_order",)))
 
 
 def test_loss_weights_cover_the_agents_turns_and_weigh_its_calls():
     from transformers import AutoTokenizer
 
-    from trace_gym.tinyagent.build import demonstrations
+    from trace_gym.baseagent.build import demonstrations
 
     tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
     config = BaseAgentConfig(source=str(FIXTURE), episodes=2, call_weight=3.0, max_tokens=8192)
@@ -102,7 +144,8 @@ def test_loss_weights_cover_the_agents_turns_and_weigh_its_calls():
 
 
 @pytest.mark.parametrize("field, value", [("method", "qlora"), ("lr", 0.0), ("epochs", 0), ("threads", 0),
-                                          ("weak_kinds", ("fly_to_mars",)), ("max_tokens", 100)])
+                                          ("weak_kinds", ("fly_to_mars",)), ("max_tokens", 100),
+                                          ("freeze_share", 1.0)])
 def test_build_knobs_are_validated(field, value):
     with pytest.raises(InvalidConfig, match=f"BaseAgentConfig.{field}="):
         BaseAgentConfig(**{field: value})
