@@ -99,6 +99,14 @@ def test_freeze_share_counts_the_lowest_decoder_layers():
     assert frozen_layers(model, BaseAgentConfig()) == 0
     # LoRA trains its adapters on every layer
     assert frozen_layers(model, BaseAgentConfig(method="lora", freeze_share=0.5)) == 0
+    # a causal LM that keeps its layers elsewhere fine-tunes whole, and freezing it is refused by name
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with torch.device("meta"):
+        gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100))
+    assert frozen_layers(gpt2, BaseAgentConfig()) == 0
+    with pytest.raises(InvalidConfig, match="GPT2LMHeadModel keeps no decoder layers"):
+        frozen_layers(gpt2, BaseAgentConfig(freeze_share=0.5))
 
 
 def test_no_demonstration_asks_for_a_weak_kind_not_even_later_on():

@@ -201,8 +201,8 @@ def decoder_layers(model) -> list:
 
 def frozen_layers(model, config: BaseAgentConfig) -> int:
     """How many of the lowest decoder layers `freeze_share` keeps frozen (full fine-tuning)."""
-    if config.method != "full":
-        return 0
+    if config.method != "full" or not config.freeze_share:
+        return 0  # nothing to freeze: any causal LM, whatever it calls its layers
     return int(len(decoder_layers(model)) * config.freeze_share + 1e-9)
 
 
