@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from trace_gym.agents import prefix
+
 BASE_BIAS = 5.0
 
 
@@ -143,11 +145,11 @@ class Gate(nn.Module):
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The decoder layers of a transformers causal LM (Llama, Qwen3 and alike)."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    layers = getattr(getattr(inner, "model", None), "layers", None)
-    if layers is None or not all(hasattr(layer, "input_layernorm") for layer in layers):
-        raise ValueError(f"{type(inner).__name__}: no decoder layers with an input_layernorm (model.layers)")
+    """The decoder layers of a transformers causal LM (Llama, Qwen3 and alike), each with the
+    input layernorm whose output its gate reads."""
+    layers = prefix.decoder_layers(model)
+    if not all(hasattr(layer, "input_layernorm") for layer in layers):
+        raise ValueError(f"{type(model).__name__}: decoder layers without an input_layernorm (model.layers)")
     return layers
 
 

@@ -99,7 +99,7 @@ def test_freeze_share_counts_the_lowest_decoder_layers():
     assert frozen_layers(model, BaseAgentConfig()) == 0
     # LoRA trains its adapters on every layer
     assert frozen_layers(model, BaseAgentConfig(method="lora", freeze_share=0.5)) == 0
-    # a causal LM that keeps its layers elsewhere fine-tunes whole, and freezing it is refused by name
+    # nothing to freeze is a count of 0 whatever the model; freezing a model of another shape is refused
     from transformers import GPT2Config, GPT2LMHeadModel
 
     with torch.device("meta"):
@@ -107,6 +107,21 @@ def test_freeze_share_counts_the_lowest_decoder_layers():
     assert frozen_layers(gpt2, BaseAgentConfig()) == 0
     with pytest.raises(InvalidConfig, match="GPT2LMHeadModel keeps no decoder layers"):
         frozen_layers(gpt2, BaseAgentConfig(freeze_share=0.5))
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_a_start_of_another_shape_is_refused_by_name_at_load(tmp_path, method):
+    """The SFT loss is the shared-prefix forward (`model.model`, `model.layers`, `lm_head`):
+    a causal LM that keeps its layers elsewhere is refused before any training, not deep
+    inside the first step."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    from trace_gym.baseagent.build import load_start
+
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=100)).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(FIXTURE).save_pretrained(tmp_path)
+    with pytest.raises(InvalidConfig, match="GPT2LMHeadModel keeps no decoder layers at model.layers"):
+        load_start(tmp_path, BaseAgentConfig(source=str(tmp_path), method=method))
 
 
 def test_no_demonstration_asks_for_a_weak_kind_not_even_later_on():

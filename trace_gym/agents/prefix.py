@@ -176,10 +176,24 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
     return [(k.grad, v.grad) for k, v in leaves]
 
 
+def decoder_layers(model) -> torch.nn.ModuleList:
+    """The decoder layers of a transformers causal LM of the Llama/Qwen/Mistral shape (the
+    stack at `model.layers`, the output layer at `lm_head`), peft-wrapped or not: the shape
+    the shared-prefix forward runs on, refused by name otherwise."""
+    from trace_gym.errors import InvalidConfig
+
+    lm = _causal_lm(model)
+    layers = getattr(getattr(lm, "model", None), "layers", None)
+    if layers is None or not hasattr(lm, "lm_head"):
+        raise InvalidConfig(f"{type(lm).__name__} keeps no decoder layers at model.layers: only decoder-only "
+                            "causal LMs of the Llama/Qwen/Mistral shape can be trained here")
+    return layers
+
+
 def first_trainable_layer(lm) -> int:
     """The index of the lowest decoder layer with a weight that trains (the number of
     layers when none does)."""
-    layers = lm.model.layers
+    layers = decoder_layers(lm)
     return next((i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())),
                 len(layers))
 

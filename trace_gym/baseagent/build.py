@@ -176,8 +176,11 @@ def load_start(path: Path, config: BaseAgentConfig):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from trace_gym.agents.prefix import decoder_layers
+
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    layers = decoder_layers(model)  # the loss runs the shared-prefix forward, which needs this shape
     if config.method == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -186,23 +189,17 @@ def load_start(path: Path, config: BaseAgentConfig):
             target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
     else:
         model.get_input_embeddings().weight.requires_grad_(False)  # tied to the output layer
-        for layer in decoder_layers(model)[: frozen_layers(model, config)]:
+        for layer in layers[: frozen_layers(model, config)]:
             layer.requires_grad_(False)
     return model, tokenizer
 
 
-def decoder_layers(model) -> list:
-    layers = getattr(getattr(model, "model", None), "layers", None)
-    if layers is None:
-        raise InvalidConfig(f"{type(model).__name__} keeps no decoder layers at model.layers: only "
-                            "decoder-only causal LMs of the Llama/Qwen/Mistral shape can be fine-tuned here")
-    return list(layers)
-
-
 def frozen_layers(model, config: BaseAgentConfig) -> int:
     """How many of the lowest decoder layers `freeze_share` keeps frozen (full fine-tuning)."""
+    from trace_gym.agents.prefix import decoder_layers
+
     if config.method != "full" or not config.freeze_share:
-        return 0  # nothing to freeze: any causal LM, whatever it calls its layers
+        return 0
     return int(len(decoder_layers(model)) * config.freeze_share + 1e-9)
 
 
