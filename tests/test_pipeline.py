@@ -93,20 +93,17 @@ def _in_browser(page: Path, tmp_path: Path) -> tuple[bytes, str]:
     return shot.read_bytes(), title.group(1) if title else ""
 
 
-_TARGETS = ("trace/airline-v0", "trace/retail-v0")
-
-
-def _final_table(report: str) -> dict[str, list[str]]:
+def _final_table(report: str, targets: list[str]) -> dict[str, list[str]]:
     """The rows of report.md's final table: policy -> its cells, in the targets' order."""
     section = report.split("## Final evaluation", 1)[1].split("\n## ", 1)[0]
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()
             if line.startswith("|")]
     head, _rule, *body = rows
-    assert head == ["policy", *_TARGETS]
+    assert head == ["policy", *targets]
     return {row[0]: row[1:] for row in body}
 
 
-def _table_from_records(run: Path, order: list[str], targets) -> dict[str, list[str]]:
+def _table_from_records(run: Path, order: list[str], targets: list[str]) -> dict[str, list[str]]:
     """The same table from the evaluation's record files alone: pass rate and 95% bootstrap
     interval per policy and target."""
     from trace_gym.evaluation import bootstrap_interval
@@ -147,7 +144,8 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     assert set(whole["eval"]["order"]) >= {"base", "router", "mixture"}
 
     # the report's final table is recomputed, cell by cell, from the run directory's records
-    assert _final_table(report) == _table_from_records(tmp_path / "whole", whole["eval"]["order"], _TARGETS)
+    targets = whole["config"]["pipeline"]["targets"]
+    assert _final_table(report, targets) == _table_from_records(tmp_path / "whole", whole["eval"]["order"], targets)
 
     # the page renders in a real browser, every image loaded
     if _chromium():
