@@ -6,14 +6,14 @@ batch and prompts, and where an iteration's time goes.
 
 Both trainers play the same episodes with the same generator (`trace_gym.agents.episodes`:
 TRL through `trace_gym.interop.TRLRollouts` as its rollout_func), G groups of K rollouts of
-the same seeds, every group trained (constant ones too, as TRL does), one optimiser step per batch, LoRA rank 16 on q,k,v,o,gate,up,down, lr 1e-5,
-GRPO's per-sample loss normalisation, no KL. TRL keeps its default gradient checkpointing:
-without it its update of the default batch ran out of this machine's 24 GiB (killed at 24 GB
-resident), where this trainer, which runs each shared prefix once, keeps every activation.
-So the difference is the update: this trainer
-runs every prefix the batch shares once (a group's prompt, an episode's earlier turns);
-TRL runs each episode's whole sequence. A sample is one episode (rollout and update). The
-first iteration of each is a warm-up and is not counted.
+the same seeds, every group trained (constant ones too, as TRL does), one optimiser step per
+batch, LoRA rank 16 on q,k,v,o,gate,up,down, lr 1e-5, GRPO's per-sample loss normalisation,
+no KL. TRL keeps its default gradient checkpointing: without it its update of the default
+batch ran out of this machine's 24 GiB (killed at 24 GB resident), where this trainer, which
+runs each shared prefix once, keeps every activation. So the difference is the update: this
+trainer runs every prefix the batch shares once (a group's prompt, an episode's earlier
+turns); TRL runs each episode's whole sequence. A sample is one episode (rollout and
+update). The first iteration of each is a warm-up and is not counted.
 
 It also prints, for this trainer, the share of an iteration's wall time spent outside the
 model's forward and backward passes (env steps, chat templates, sampling, cache copies,
