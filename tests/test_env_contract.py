@@ -229,11 +229,14 @@ def test_editing_observations_changes_nothing_the_env_hands_out(env_id):
             action = base.oracle_action(obs)
             if edit:
                 _vandalise(obs)
-                info["capabilities_needed"].append("x")
+                info["tools"] = info["max_steps"] = None
             obs, reward, terminated, truncated, info = env.step(action)
             seen.append(json.dumps([obs, reward, info]))
             kept.append((obs, json.dumps(obs)))
             done = terminated or truncated
+        if edit:  # the final info's list is the caller's too
+            info["capabilities_needed"].append("x")
+        seen.append(json.dumps(list(base.episode.capabilities_needed)))
         if not edit:  # later steps leave earlier observations as they were, and editing
             for earlier, text in kept:  # one observation changes no other
                 assert json.dumps(earlier) == text

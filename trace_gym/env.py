@@ -13,6 +13,9 @@ hints and rendering the same way.
   the verdict in info.
 - `reset(options={"hint": True})` adds an `<expert_guidance>` block to the system prompt;
   `info["system_prompt_unhinted"]` always holds the prompt without it.
+- `info` holds, during the episode, only what tells nothing of the decision the agent must
+  take (tools, the unhinted prompt, the turn and the step limit); `task_kind` and
+  `capabilities_needed` join it at the end, with the verdict.
 """
 
 from __future__ import annotations
@@ -237,12 +240,15 @@ class TraceEnv(gym.Env[list, Any]):
         info: dict[str, Any] = {
             "tools": ep.toolset.schemas,
             "system_prompt_unhinted": ep.system_prompt_unhinted,
-            "task_kind": ep.task.kind,
-            "capabilities_needed": list(ep.capabilities_needed),
             "turn": ep.turn,
             "max_steps": ep.max_steps,
         }
         if ep.termination_reason is not None:  # ep.over, without a property call per step
+            # What the task is, only once it is over: during the episode the kind and the
+            # capabilities it needs can tell the decision (a forbidden request needs
+            # precondition checking), which the agent must find in the records.
+            info["task_kind"] = ep.task.kind
+            info["capabilities_needed"] = list(ep.capabilities_needed)
             info["termination_reason"] = ep.termination_reason
             info["verdict"] = ep.verdict.to_json() if ep.verdict else None
         return info

@@ -155,6 +155,18 @@ def stated(texts: Iterable[str], kind: str, value: str, also: Iterable[str] = ()
     return any(_states(normalise(text), kind, value, allowed) for text in texts)
 
 
+def others_stated(text: str, kind: str, value: str, also: Iterable[str] = ()) -> list[str]:
+    """The values of `kind` that `text` states besides `value` and those of `also`
+    (normalised): a claim that contradicts `value`."""
+    allowed = _allowed(kind, also) | {_normal_value(kind, value)}
+    return [_as_said(kind, v) for v in _values(normalise(text), kind, value) if v not in allowed]
+
+
+def _as_said(kind: str, normal: str) -> str:
+    """A normalised value as a message would say it (amounts are kept in cents)."""
+    return f"{int(normal) / 100:.2f}" if kind == "amount" else normal
+
+
 def _words(text: str) -> str:
     return normalise(text).replace("_", " ")
 

@@ -183,3 +183,115 @@ def test_yes_is_what_the_customer_says():
     env = gym.make("trace/airline-v0", kinds=["cancel_reservation"], forbidden_rate=0.0, compound_rate=0.0)
     obs, _, _ = play(env, 0, oracle)
     assert any(m["role"] == "user" and m["content"] == YES for m in obs)
+
+
+def _play_with_extra(env, seed, extra, before_reply):
+    """The oracle, with `extra` (a reply) sent right before its `before_reply`-th reply to
+    the customer; the oracle does not see the extra turn or the customer's answer to it."""
+    obs, _ = env.reset(seed=seed)
+    hidden, replies, done, info, reward = [], 0, False, {}, 0.0
+    while not done:
+        view = [m for i, m in enumerate(obs) if i not in hidden]
+        action = env.unwrapped.oracle_action(view)
+        if isinstance(action, str):
+            replies += 1
+            if replies == before_reply:
+                start = len(obs)
+                obs, reward, terminated, truncated, info = env.step(extra)
+                hidden += range(start, len(obs))
+                if terminated or truncated:
+                    break
+        obs, reward, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+    return reward, info
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_wrong_value_stated_once_cannot_be_taken_back(strict):
+    """The amount, status or count a request needs, stated wrong in a message of its own
+    before the oracle states the right one: the request's check fails (one candidate per
+    message is not telling)."""
+    cases = [("trace/airline-v0", ["flight_status", "bag_allowance", "change_cabin"]),
+             ("trace/retail-v0", ["order_info", "return_items"])]
+    failed = 0
+    for env_id, kinds in cases:
+        env = gym.make(env_id, kinds=kinds, compound_rate=0.0, forbidden_rate=0.0, strict=strict)
+        for seed in range(30):
+            env.reset(seed=seed)
+            info_needed = env.unwrapped.task.requests[0].communicate[0]
+            wrong = {"amount": "$1.23", "flight_status": "landed" if info_needed["value"] != "landed" else "delayed",
+                     "free_bags": "17 free", "token": "0" * len(info_needed["value"])}[info_needed["kind"]]
+            reward, info = _play_with_extra(env, seed, f"It is {wrong}. Could you tell me your user id?", 2)
+            assert reward == 0.0, (env_id, seed, info["verdict"])
+            check = next(c for c in info["verdict"]["checks"] if c["name"].startswith("communicate"))
+            assert not check["passed"] and "a message states the" in check["detail"]
+            failed += 1
+    assert failed == 60
+
+
+def test_a_refusal_with_its_parts_in_two_messages_fails():
+    from trace_gym.targets.verify import verify
+
+    for env_id in TARGETS:
+        env = gym.make(env_id, forbidden_rate=1.0, compound_rate=0.0).unwrapped
+        checked = 0
+        for seed in range(60):
+            obs, _, _ = play(env, seed, oracle)
+            request = env.task.requests[0]
+            if not request.forbidden or not request.fact or request.fact["kind"] == "cabin":
+                continue  # basic economy's fact is its rule's name
+            refusal = request.plan[-1]["say"]
+            index = next(i for i, m in enumerate(obs) if m["role"] == "assistant" and m.get("content") == refusal)
+            rule_only = f"I'm sorry, but I cannot do that: {request.rule[0]}."
+            fact_only = {"date": f"The date is {request.fact['value']}.", "bags": f"It has {request.fact['value']} bags.",
+                         "passengers": f"It has {request.fact['value']} passengers.",
+                         "membership": f"You are {request.fact['value']}.",
+                         "order_status": f"The order is {request.fact['value']}.",
+                         "amount": f"It is ${request.fact['value']}."}[request.fact["kind"]]
+            split = [*obs[:index], {**obs[index], "content": rule_only}, {"role": "user", "content": "Why?"},
+                     {**obs[index], "content": fact_only}, *obs[index + 1:]]
+            base = env.episode
+            whole = verify(env.task, base.initial_world, base.world, obs, env.toolset)
+            parts = verify(env.task, base.initial_world, base.world, split, env.toolset)
+            assert whole.score == 1.0
+            refusal_check = next(c for c in parts.checks if c.name.startswith("refusal"))
+            assert parts.score == 0.0 and not refusal_check.passed, (env_id, seed, parts)
+            checked += 1
+        assert checked > 15, env_id
+
+
+def test_a_declined_summary_fails_strict_scoring_and_two_end_the_call():
+    """A summary of another of the customer's records is declined, restating the request:
+    under strict scoring the episode fails at once; under lenient scoring the customer
+    hangs up at the second."""
+    from trace_gym.targets.user import DECLINE
+
+    for env_id in TARGETS:
+        table = "reservations" if env_id.startswith("trace/airline") else "orders"
+        for strict in (True, False):
+            env = gym.make(env_id, forbidden_rate=0.0, compound_rate=0.0, unknown_id_rate=0.0, strict=strict)
+            checked = 0
+            for seed in range(40):
+                env.reset(seed=seed)
+                task = env.unwrapped.task
+                request = task.requests[0]
+                records = env.unwrapped.episode.initial_world.tables["users"][task.user_id][table]
+                others = [r for r in records if r != request.subject]
+                summary = next((i for i, s in enumerate(request.plan) if "say" in s and "(yes/no)" in s["say"]), None)
+                if request.subject is None or not others or summary is None:
+                    continue
+                text = request.plan[summary]["say"].replace(request.subject, others[0])
+                once, info = _play_with_extra(env, seed, text, 1 + sum("say" in s for s in [*task.intro, *request.plan[:summary]]))
+                declines = [m for m in env.unwrapped.episode.messages if m["role"] == "user" and m["content"].startswith(DECLINE)]
+                assert len(declines) == 1, (env_id, seed)
+                summaries = next((c for c in info["verdict"]["checks"] if c["name"] == "summaries"), None)
+                if strict:
+                    assert once == 0.0 and not summaries["passed"], (env_id, seed, info["verdict"])
+                else:
+                    assert once == 1.0 and summaries is None, (env_id, seed, info["verdict"])
+                obs, _ = env.reset(seed=seed)
+                for _ in range(2):
+                    obs, reward, terminated, truncated, info = env.step(text)
+                assert terminated and info["termination_reason"] == "user_stop" and reward == 0.0
+                checked += 1
+            assert checked > 10, (env_id, strict)

@@ -133,16 +133,56 @@ def test_changing_any_argument_of_a_gold_write_fails(env_id):
 
 
 @pytest.mark.parametrize("env_id", TARGETS)
-def test_tasks_record_the_capabilities_they_need(env_id):
+def test_tasks_record_the_capabilities_they_need_once_over(env_id):
+    """The kind and the capabilities come with the verdict, not at reset (a forbidden
+    request needs precondition checking: at reset they would tell the decision)."""
     env = gym.make(env_id)
+    tasks = env.unwrapped.tasks
     seen = set()
     for seed in range(200):
         _, info = env.reset(seed=seed)
+        assert "capabilities_needed" not in info and "task_kind" not in info
+        info = _play_oracle(env)
         assert set(info["capabilities_needed"]) <= set(cap.ALL)
+        assert info["task_kind"] == env.unwrapped.task.kind
         seen.update(info["capabilities_needed"])
-        if len(env.unwrapped.task.requests) > 1:
+        requests = env.unwrapped.task.requests
+        if len(requests) > 1:
             assert cap.MULTI_STEP in info["capabilities_needed"]
+        for request in requests:  # the hint's table covers what each request needs
+            assert set(request.capabilities) <= set(tasks.CAN_NEED[request.kind]), (seed, request.kind)
+            if request.kind in tasks.FORBIDDABLE:
+                assert cap.PRECONDITION in tasks.CAN_NEED[request.kind]
     assert seen == set(cap.ALL)
+
+
+def _play_oracle(env):
+    obs, info, done = env.unwrapped.episode.messages, {}, False
+    while not done:
+        obs, _, terminated, truncated, info = env.step(env.unwrapped.oracle_action(obs))
+        done = terminated or truncated
+    return info
+
+
+@pytest.mark.parametrize("env_id", TARGETS)
+def test_the_hint_and_the_step_limit_are_the_same_for_either_decision(env_id):
+    """Two tasks of one request of the same kind, one allowed and one forbidden, with as
+    many records, get the same hint and step limit."""
+    by_key: dict = {}
+    for forbidden_rate in (0.0, 1.0):
+        env = gym.make(env_id, compound_rate=0.0, forbidden_rate=forbidden_rate)
+        for seed in range(150):
+            obs, info = env.reset(seed=seed, options={"hint": True})
+            task = env.unwrapped.task
+            records = len(env.unwrapped.episode.initial_world.tables["users"][task.user_id][env.unwrapped.records])
+            if task.decision is None:
+                continue
+            hint = obs[0]["content"][len(info["system_prompt_unhinted"]):]
+            by_key.setdefault((task.kind, records), {})[task.decision] = (hint, info["max_steps"])
+    both = [v for v in by_key.values() if len(v) == 2]
+    assert len(both) >= 10
+    for v in both:
+        assert v["allowed"] == v["forbidden"]
 
 
 @pytest.mark.parametrize("env_id", TARGETS)

@@ -574,7 +574,8 @@ def book_flight(d: Draft, forbidden: bool) -> Request:
             "payment": pay_fact,
         },
         confirm=[flights[0]["flight_number"], amount_text(total)],
-        communicate=[told("amount", amount_text(total))],
+        communicate=[told("amount", amount_text(total), amount_text(INSURANCE_FEE),
+                          *(amount_text(p["amount"]) for p in payments if len(payments) > 1))],
         capabilities=[cap.PRECISION, cap.STRUCTURED],
     )
     request.plan = [
@@ -644,7 +645,7 @@ def compensation(d: Draft, forbidden: bool) -> Request:
             say(f"Done: a travel certificate of {money(amount)} is now in your profile."),
         ]
         request.writes = [{"name": "send_certificate", "arguments": {"user_id": user["user_id"], "amount": amount}}]
-        request.communicate = [told("amount", amount_text(amount))]
+        request.communicate = [told("amount", amount_text(amount), amount_text(CANCELLED_FLIGHT_CERTIFICATE))]
     request.plan = plan
     return request
 
@@ -709,6 +710,16 @@ KINDS: dict[str, Callable[[Draft, bool], Request]] = {
 }
 FORBIDDABLE = frozenset({"cancel_reservation", "change_flight", "change_cabin", "baggage",
                          "update_passengers", "compensation"})
+_P, _S, _T = cap.PRECONDITION, cap.STRUCTURED, cap.PRECISION
+CAN_NEED: dict[str, tuple[str, ...]] = {
+    "cancel_reservation": (_P, _S), "change_flight": (_P, _S, _T), "change_cabin": (_P, _S, _T),
+    "baggage": (_P, _S, _T), "update_passengers": (_P, _S, _T), "book_flight": (_S, _T),
+    "compensation": (_P, _S), "flight_status": (), "bag_allowance": (_S,),
+}
+"""Kind -> every capability a request of the kind can need, allowed or forbidden, with or
+without the record's id (the hint covers these, so it tells nothing of the decision)."""
+PLAN_STEPS = 11
+"""The most oracle turns a request takes besides the lookups that find its record."""
 
 
 def generate_task(rng: Rng, config: TargetConfig,

@@ -37,9 +37,11 @@ def describe_method(method: Record) -> str:
     return "my PayPal account"
 
 
-def told(kind: str, value: str) -> dict[str, str]:
-    """A piece of information the agent must tell the customer (`trace_gym.statements`)."""
-    return {"kind": kind, "value": value}
+def told(kind: str, value: str, *also: str) -> dict[str, Any]:
+    """A piece of information the agent must tell the customer (`trace_gym.statements`):
+    `value` of `kind`, and no other value of the kind while the request is open but `also`
+    (values the request itself involves, such as a fee per passenger)."""
+    return {"kind": kind, "value": value, "also": list(also)}
 
 
 def agent_method(method: Record) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from trace_gym import capabilities as cap
 from trace_gym import messages as msg
 from trace_gym.env import Episode, NewEpisode, TraceEnv
 from trace_gym.errors import InvalidConfig
@@ -51,6 +52,8 @@ class TargetEnv(TraceEnv):
     """A tau2-style customer-service env over one domain (see the module docstring)."""
 
     domain: str
+    records: str
+    """The users' field that lists their records (reservations, orders)."""
     tasks: Any
     world_size_type: type
     policy: str
@@ -84,17 +87,32 @@ class TargetEnv(TraceEnv):
 
     def _new_episode(self, rng: Rng) -> NewEpisode:
         task, world = self.tasks.generate_task(rng, self.config, self.world_size)
-        self._user = ScriptedUser(task)
-        plan = task.plan
+        records = world.tables["users"][task.user_id][self.records]
+        self._user = ScriptedUser(task, records)
         return NewEpisode(
             task=task,
             world=world,
             system_prompt=system_prompt(
                 self.domain, self.policy_compact if self.config.prompt_style == "compact" else self.policy),
             opening=[msg.user(self._user.opening())],
-            max_steps=2 * len(plan) + 10,
-            hint=guidance(task.capabilities_needed),
+            max_steps=self.step_limit(task, len(records)),
+            hint=guidance(self.can_need(task)),
         )
+
+    def step_limit(self, task: TargetTask, records: int) -> int:
+        """Twice the most turns the oracle could take, plus 10: for each request its
+        domain's most turns (`PLAN_STEPS`) and a lookup of each of the customer's records.
+        It follows from the number of requests and records alone: a limit from the task's
+        own plan is shorter for a request that must be refused, and would tell it."""
+        return 2 * (len(task.intro) + len(task.requests) * (self.tasks.PLAN_STEPS + records)) + 10
+
+    def can_need(self, task: TargetTask) -> list[str]:
+        """Every capability the conversation's request kinds can need, whatever the
+        decision (the hint covers these: guidance for only the needed ones would tell it)."""
+        needed = {c for r in task.requests for c in self.tasks.CAN_NEED[r.kind]}
+        if len(task.requests) > 1:
+            needed.add(cap.MULTI_STEP)
+        return [c for c in cap.ALL if c in needed]
 
     def _after_reply(self, episode: Episode, text: str) -> str | None:
         assert self._user is not None
@@ -119,6 +137,7 @@ class TargetEnv(TraceEnv):
 class AirlineTargetEnv(TargetEnv):
     __doc__ = __doc__
     domain = "airline"
+    records = "reservations"
     tasks = airline_tasks
     world_size_type = airline.AirlineWorldSize
     policy = airline.POLICY
@@ -131,6 +150,7 @@ class AirlineTargetEnv(TargetEnv):
 class RetailTargetEnv(TargetEnv):
     __doc__ = __doc__
     domain = "retail"
+    records = "orders"
     tasks = retail_tasks
     world_size_type = retail.RetailWorldSize
     policy = retail.POLICY

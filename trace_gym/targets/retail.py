@@ -428,6 +428,16 @@ KINDS: dict[str, Callable[[Draft, bool], Request]] = {
 }
 FORBIDDABLE = frozenset({"cancel_order", "modify_items", "exchange_items", "modify_order_address",
                          "modify_order_payment", "return_items"})
+_P, _S, _T = cap.PRECONDITION, cap.STRUCTURED, cap.PRECISION
+CAN_NEED: dict[str, tuple[str, ...]] = {
+    "cancel_order": (_P, _S, _T), "modify_items": (_P, _S, _T), "exchange_items": (_P, _S, _T),
+    "modify_order_address": (_P, _S, _T), "modify_order_payment": (_P, _S, _T),
+    "return_items": (_P, _S, _T), "modify_user_address": (_T,), "order_info": (_S,),
+}
+"""Kind -> every capability a request of the kind can need, allowed or forbidden, with or
+without the record's id (the hint covers these, so it tells nothing of the decision)."""
+PLAN_STEPS = 9
+"""The most oracle turns a request takes besides the lookups that find its record."""
 
 
 def generate_task(rng: Rng, config: TargetConfig,

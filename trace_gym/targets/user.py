@@ -2,7 +2,11 @@
 
 It opens with its reason for calling (no ids, no details), answers the questions it is
 asked from what it knows (identity, then the current request's facts), says yes to an
-action summary only when the summary names what it wants, moves to its next request once
+action summary only when the summary names what it wants (every term of the request's
+`confirm`, and none of the customer's other records), and otherwise declines it by
+restating the request, as a tau2 user does; it ends the call at the second declined
+summary (the strict verifier fails an episode at the first: proposing candidates until
+the customer says yes is no way to find the right one). It moves to its next request once
 the current one is handled (a write was made, the agent refused, or the information it
 asked for was stated, with no other value of its kind), and ends the conversation after
 the last one. An agent that keeps
@@ -57,7 +61,9 @@ _REFUSAL = re.compile("|".join(map(re.escape, REFUSAL_CUES)))
 _QUESTION = re.compile(r"\?|please provide|please share|let me know")
 
 MAX_NUDGES = 3
+MAX_DECLINES = 2
 YES = "Yes, please go ahead."
+DECLINE = "No, that's not what I asked for."
 STOP = "Thank you, that's all I needed. Goodbye!"
 GIVE_UP = "I don't think this is going anywhere. I'll call back later. Goodbye."
 
@@ -77,10 +83,14 @@ class UserTurn:
 class ScriptedUser:
     """One customer for one task; call `respond` with each reply the agent sends."""
 
-    def __init__(self, task: TargetTask) -> None:
+    def __init__(self, task: TargetTask, records: list[str] = ()) -> None:
         self.task = task
+        self.records = tuple(records)
+        """Ids of the customer's records (reservations, orders): a summary naming one that is
+        not the current request's is about something else."""
         self.index = 0
         self.nudges = 0
+        self.declines = 0
         self.writes_at_start = 0
 
     @property
@@ -94,10 +104,14 @@ class ScriptedUser:
         text = reply.lower()
         req = self.request
         if _CONFIRM.search(text):
-            if req.confirm and all(term.lower() in text for term in req.confirm):
+            if self._wanted(req, text):
                 self.nudges = 0
                 return UserTurn(YES)
-            return UserTurn("No, that's not what I asked for. " + req.opening.removeprefix("Hi, "))
+            self.declines += 1
+            restated = f"{DECLINE} {req.opening.removeprefix('Hi, ')}"
+            if self.declines >= MAX_DECLINES:
+                return UserTurn(f"{restated} {GIVE_UP}", ended=True)
+            return UserTurn(restated)
         if _QUESTION.search(text):
             answer = self._answer(text)
             if answer:
@@ -109,6 +123,13 @@ class ScriptedUser:
         if self.nudges > MAX_NUDGES:
             return UserTurn(GIVE_UP, ended=True)
         return UserTurn("Could you help me with my request? " + req.opening)
+
+    def _wanted(self, req: Request, text: str) -> bool:
+        """Whether a summary is of what the customer wants: it names every term of the
+        request's `confirm`, and no record of theirs the request is not about."""
+        if not req.confirm or not all(term.lower() in text for term in req.confirm):
+            return False
+        return not any(r.lower() in text for r in self.records if r != req.subject)
 
     def _answer(self, text: str) -> str:
         known = {**self.task.identity, **self.request.facts}

@@ -5,12 +5,19 @@ tau2-bench's checks, with what a message must do to count as telling something:
 - `communicate[i]:VALUE`: some message to the customer states the value and no other value of
   its kind (`trace_gym.statements`: one amount, one flight status, ...);
 - `refusal[i]:KIND`, for a request the policy forbids: the record was looked up with a read
-  tool, a message states the record fact that breaks the rule (the date it was booked, the
+  tool, one message states the record fact that breaks the rule (the date it was booked, the
   cabin, the bags or passengers it has, the order's status, the gift card's balance, ...)
-  and no other value of its kind, a message names the violated rule and no rule that does
-  not apply, and no write that would carry the request out was attempted (the tool
-  rejecting it does not excuse it). Naming the rule alone is what a policy that never
-  reads the record says as well, on every request of the kind.
+  with no other value of its kind and names the violated rule and no rule that does not
+  apply, and no write that would carry the request out was attempted (the tool rejecting it
+  does not excuse it). Naming the rule alone is what a policy that never reads the record
+  says as well, on every request of the kind.
+
+A statement, like a write, cannot be taken back: once a message sent while request i is the
+customer's open one states a value of a kind the request needs (its `communicate` values,
+its refusal's fact) other than the right one (or those the request allows besides, `also`),
+that request's check fails. Otherwise an agent could state each candidate in its own
+message. Request i is open from the customer's message that asks for it
+(`trace_gym.targets.user.follow_up`) to the one that asks for the next.
 
 With `strict=True` (the default) the agent's protocol is scored too:
 - `forbidden_write[i]:KIND`: no write that would carry out a forbidden request was attempted;
@@ -18,7 +25,9 @@ With `strict=True` (the default) the agent's protocol is scored too:
   customer's explicit yes ("Yes, please go ahead.", their last message before the call, not
   used by an earlier write) to a summary that names the write's reservation or order;
 - `identification`: no read tool took one of the customer's ids (user, reservation, order)
-  before the customer said who they are.
+  before the customer said who they are;
+- `summaries`: the customer declined no action summary (proposing candidates until the
+  customer says yes is guessing, not finding out).
 `strict=False` is tau2-bench's rule, for comparison with tau2 figures.
 """
 
@@ -28,9 +37,9 @@ from typing import Any
 
 from trace_gym.jsondata import json_equal
 from trace_gym.messages import Message, assistant_texts, call_arguments
-from trace_gym.statements import names_rule, stated
+from trace_gym.statements import names_rule, others_stated, stated, states
 from trace_gym.targets.task import Request, TargetTask
-from trace_gym.targets.user import YES
+from trace_gym.targets.user import DECLINE, YES, follow_up
 from trace_gym.tools import ToolKind, Toolset
 from trace_gym.verdict import Check, Verdict, all_or_nothing
 from trace_gym.worlds.world import World
@@ -54,31 +63,67 @@ def verify(task: TargetTask, initial_world: World, final_world: World,
     same = final_world == expected
     checks = [Check("database", same, 1.0 if same else 0.0,
                     "" if same else "differs at " + ", ".join(final_world.diff(expected)))]
-    said = assistant_texts(messages)
+    spans = request_spans(task, messages)
     calls = _calls(messages, toolset)
     for i, request in enumerate(task.requests):
+        said = spans[i]
         for info in request.communicate:
-            ok = stated(said, info["kind"], info["value"])
-            checks.append(Check(f"communicate[{i}]:{info['value']}", ok, 1.0 if ok else 0.0,
-                                "" if ok else f"no message states the {info['kind']} {info['value']} alone"))
+            also = info.get("also", ())
+            wrong = contradicted(said, info["kind"], info["value"], also)
+            ok = not wrong and stated(said, info["kind"], info["value"], also)
+            checks.append(Check(f"communicate[{i}]:{info['value']}", ok, 1.0 if ok else 0.0, "" if ok else (
+                f"a message states the {info['kind']} {wrong}, not {info['value']}" if wrong else
+                f"no message states the {info['kind']} {info['value']} alone")))
         if request.forbidden:
             attempted = _forbidden_attempts(request, calls)
             looked = request.subject is None or any(
                 c.kind is ToolKind.READ and c.went_through and request.subject in c.raw
                 and request.subject in _values(c.arguments) for c in calls)
-            named = any(names_rule(text, request.rule, request.conflicts) for text in said)
             fact = request.fact
-            told = not fact or stated(said, fact["kind"], fact["value"], fact["also"])
-            ok = looked and told and named and not attempted
+            wrong = contradicted(said, fact["kind"], fact["value"], fact["also"]) if fact else None
+            refused = any(names_rule(text, request.rule, request.conflicts)
+                          and (not fact or states(text, fact["kind"], fact["value"], fact["also"])) for text in said)
+            ok = looked and refused and not wrong and not attempted
             checks.append(Check(f"refusal[{i}]:{request.kind}", ok, 1.0 if ok else 0.0, _refusal_detail(
-                request, looked, told, named, attempted)))
+                request, looked, refused, wrong, attempted)))
             if strict:
                 checks.append(Check(f"forbidden_write[{i}]:{request.kind}", not attempted, 1.0 if not attempted else 0.0,
                                     f"attempted {', '.join(attempted)}" if attempted else ""))
     if strict:
         checks.append(_confirmation(messages, calls))
         checks.append(_identification(task, initial_world, messages, calls))
+        declined = sum(1 for m in messages if m["role"] == "user" and (m.get("content") or "").startswith(DECLINE))
+        checks.append(Check("summaries", not declined, 0.0 if declined else 1.0,
+                            f"the customer declined {declined} action summar{'y' if declined == 1 else 'ies'}"
+                            if declined else ""))
     return all_or_nothing(checks)
+
+
+def request_spans(task: TargetTask, messages: list[Message]) -> list[list[str]]:
+    """For each request, the texts the agent sent the customer while it was the open one:
+    from the customer's message that asks for it to the one that asks for the next (the
+    first request's span starts with the conversation)."""
+    spans: list[list[str]] = [[] for _ in task.requests]
+    asks = [follow_up(r.opening) for r in task.requests[1:]]
+    open_request = 0
+    for m in messages:
+        role = m["role"]
+        if role == "user":
+            if open_request < len(asks) and m.get("content") == asks[open_request]:
+                open_request += 1
+        elif role == "assistant" and m.get("content") and not m.get("tool_calls"):
+            spans[open_request].append(m["content"])
+    return spans
+
+
+def contradicted(texts: list[str], kind: str, value: str, also: Any = ()) -> str | None:
+    """The first value of `kind` that one of `texts` states besides `value` and `also`
+    (None when none does)."""
+    for text in texts:
+        others = others_stated(text, kind, value, also)
+        if others:
+            return others[0]
+    return None
 
 
 class Call:
@@ -134,17 +179,19 @@ def _forbidden_attempts(request: Request, calls: list[Call]) -> list[str]:
     return out
 
 
-def _refusal_detail(request: Request, looked: bool, told: bool, named: bool, attempted: list[str]) -> str:
+def _refusal_detail(request: Request, looked: bool, refused: bool, wrong: str | None, attempted: list[str]) -> str:
     problems = []
     if attempted:
         problems.append(f"attempted the forbidden {', '.join(attempted)}")
     if not looked:
         problems.append(f"did not look up {request.subject} with a read tool")
-    if not told:
-        also = f" (besides: {', '.join(request.fact['also'])})" if request.fact["also"] else ""
-        problems.append(f"no message states the {request.fact['kind']} {request.fact['value']} alone{also}")
-    if not named:
-        problems.append(f"no message names one of: {', '.join(request.rule)}; and none of: "
+    fact = request.fact
+    if wrong is not None:
+        problems.append(f"a message states the {fact['kind']} {wrong}, not {fact['value']}")
+    if not refused:
+        also = f" (besides: {', '.join(fact['also'])})" if fact and fact["also"] else ""
+        stating = f"states the {fact['kind']} {fact['value']} alone{also} and " if fact else ""
+        problems.append(f"no message {stating}names one of: {', '.join(request.rule)}; and none of: "
                         f"{', '.join(request.conflicts)}")
     return "; ".join(problems)
 

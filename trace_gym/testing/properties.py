@@ -22,7 +22,8 @@ from trace_gym.actions import parse_action
 from trace_gym.jsondata import canonical_json, sha256_json
 from trace_gym.seeding import SPLITS
 from trace_gym.spaces import is_valid_message
-from trace_gym.testing import adversaries, policies
+from trace_gym.testing import adversaries, candidates, policies
+from trace_gym.testing.leaks import lookup_leak, reset_fields
 from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.wording import MAX_GAIN, request_text, wording_leak
 from trace_gym.tools import ToolKind
@@ -153,21 +154,31 @@ def verifier_soundness(ref: EnvRef, s: KitSettings) -> str:
 
 
 MAX_ADVERSARY_MEAN = 0.35
-"""The most any adversary may average."""
-OVER_DO_NOTHING = 0.05
-"""How much more than the do-nothing reply, on the same seeds, an adversary may average."""
+"""The most any adversary bounded by doing nothing may average."""
+OVER_BASELINE = 0.05
+"""How much more than its baseline (doing nothing, unless it has another), on the same
+seeds of each split, an adversary may average."""
+OVER_DO_NOTHING = OVER_BASELINE
 ON_AVERAGE_ONLY = frozenset({"refuse_by_kind"})
 """Adversaries bounded on their mean only, not seed by seed (see `refuse_by_kind`)."""
 
 
-def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary]) -> str:
-    """Every adversary of `players` averages at most MAX_ADVERSARY_MEAN and at most the
-    do-nothing reply's mean plus OVER_DO_NOTHING (over the seeds it applies to), and, unless
-    it is bounded ON_AVERAGE_ONLY, scores 1.0 on no seed where doing nothing scores less
-    (where the oracle's behaviour was needed)."""
+def _split_of(seed: int) -> str:
+    return "train" if seed in SPLITS["train"] else "test"
+
+
+def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary],
+             baselines: dict[str, adversaries.Adversary] | None = None, on_average: frozenset[str] = frozenset()) -> str:
+    """Every adversary of `players`, on the train seeds and on the test seeds apart (over
+    those it applies to), averages at most its baseline's mean plus OVER_BASELINE, the
+    baseline being `baselines[name]` (an honest but weak policy: the first candidate, a
+    random available choice) or else the do-nothing reply, which also caps it at
+    MAX_ADVERSARY_MEAN; and, unless it is bounded ON_AVERAGE_ONLY or `on_average`, it
+    scores 1.0 on no seed where its baseline scores less (where the oracle's behaviour was
+    needed)."""
     env = ref.make()
     seeds = _seeds(s.adversary_seeds)
-    reference = dict(zip(seeds, _do_nothing(ref.to_json(), tuple(seeds))))
+    nothing = dict(zip(seeds, _do_nothing(ref.to_json(), tuple(seeds))))
     parts = []
     for name, play in players.items():
         rewards = {}
@@ -178,18 +189,27 @@ def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversa
         if not rewards:
             parts.append(f"{name} does not apply")
             continue
-        mean = sum(rewards.values()) / len(rewards)
-        base = sum(reference[seed] for seed in rewards) / len(rewards)
-        if mean > MAX_ADVERSARY_MEAN or mean > base + OVER_DO_NOTHING:
-            _fail(f"the {name} adversary scored {mean:.3f} on average over {len(rewards)} seeds (doing "
-                  f"nothing: {base:.3f}); allowed: at most {MAX_ADVERSARY_MEAN} and at most "
-                  f"{OVER_DO_NOTHING} above doing nothing")
-        lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and reference[seed] < 1.0 - 1e-9]
-        if lucky and name not in ON_AVERAGE_ONLY:
-            _fail(f"the {name} adversary scored 1.0 on seed {lucky[0]}, where doing nothing scores "
+        baseline = baselines.get(name) if baselines else None
+        reference = nothing if baseline is None else {seed: baseline(env, seed) for seed in rewards}
+        what = "doing nothing" if baseline is None else f"its baseline, {baseline.__name__}"
+        for split in ("train", "test"):
+            played = [seed for seed in rewards if _split_of(seed) == split]
+            if not played:
+                continue
+            mean = sum(rewards[seed] for seed in played) / len(played)
+            base = sum(reference[seed] or 0.0 for seed in played) / len(played)
+            if mean > base + OVER_BASELINE or (baseline is None and mean > MAX_ADVERSARY_MEAN):
+                _fail(f"the {name} adversary scored {mean:.3f} on average over {len(played)} {split} seeds "
+                      f"({what}: {base:.3f}); allowed: at most {OVER_BASELINE} above it"
+                      + (f" and at most {MAX_ADVERSARY_MEAN}" if baseline is None else ""))
+        lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and (reference[seed] or 0.0) < 1.0 - 1e-9]
+        if lucky and name not in ON_AVERAGE_ONLY | on_average:
+            _fail(f"the {name} adversary scored 1.0 on seed {lucky[0]}, where {what} scores "
                   f"{reference[lucky[0]]} ({len(lucky)} such seeds of {len(rewards)})")
-        parts.append(f"{name} {mean:.3f} ({len(rewards)} seeds)")
-    do_nothing = sum(reference.values()) / len(reference)
+        mean = sum(rewards.values()) / len(rewards)
+        base = sum(reference[seed] or 0.0 for seed in rewards) / len(rewards)
+        parts.append(f"{name} {mean:.3f} against {base:.3f} ({len(rewards)} seeds)")
+    do_nothing = sum(nothing.values()) / len(nothing)
     return f"doing nothing {do_nothing:.3f}; " + ", ".join(parts)
 
 
@@ -247,6 +267,34 @@ def refuse_by_kind(ref: EnvRef, s: KitSettings) -> str:
     name is the record's own value ("basic economy"), this refusal is the oracle's on them,
     and no verifier can tell the two apart on those seeds."""
     return _bounded(ref, s, _adversaries("refuse_by_kind"))
+
+
+def candidate_answers(ref: EnvRef, s: KitSettings) -> str:
+    """Trying each candidate in turn, stating one value per message or proposing one
+    summary after another until the customer says yes, earns no more than committing to
+    the first candidate (`trace_gym.testing.candidates`)."""
+    pairs = candidates.CANDIDATE_ADVERSARIES
+    return _bounded(ref, s, {name: pair[0] for name, pair in pairs.items()},
+                    baselines={name: pair[1] for name, pair in pairs.items()})
+
+
+def reset_leak(ref: EnvRef, s: KitSettings) -> str:
+    """What the agent sees before its first tool call (each field of the reset's `info`
+    and each message of the observation, hinted and unhinted) may not tell the task's
+    decision: a lookup table over the exact values of each field, and of each pair of
+    fields, fitted on `wording_seeds` train seeds, predicts the decision of as many test
+    seeds no better than the majority class plus MAX_GAIN."""
+    env = ref.make()
+    train, test = SPLITS["train"], SPLITS["test"]
+    fitted = reset_fields(env, [train[i * 7919 % len(train)] for i in range(s.wording_seeds)])
+    scored = reset_fields(env, [test[i] for i in range(s.wording_seeds)])
+    if not fitted or not scored:
+        return "no task has a decision to infer from the records"
+    result = lookup_leak(fitted, scored)
+    if result.gain > MAX_GAIN:
+        _fail(f"what the agent sees at reset gives the decision away: {result.describe()}; allowed: at most "
+              f"{MAX_GAIN:+.2f} over the majority class")
+    return result.describe()
 
 
 def wording_only(ref: EnvRef, s: KitSettings) -> str:
@@ -461,6 +509,8 @@ PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "oracle_writes_accepted": oracle_writes_accepted,
     "stuffed_replies": stuffed_replies,
     "wording_only": wording_only,
+    "reset_leak": reset_leak,
+    "candidate_answers": candidate_answers,
     "refuse_by_kind": refuse_by_kind,
     "shotgun_writes": shotgun_writes,
     "failing_writes": failing_writes,
