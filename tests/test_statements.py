@@ -83,3 +83,15 @@ def test_values_the_check_allows_besides_the_stated_one():
     balance = "Your gift card balance of $47.38 does not cover the order total of $94.76."
     assert stated([balance], "amount", "47.38", ["94.76"]) and not stated([balance], "amount", "47.38")
     assert not states(" ".join(f"${k}" for k in range(200)), "amount", "47", ["94"])
+
+
+def test_told_alone_reports_the_first_contradicting_value():
+    from trace_gym.statements import told_alone
+
+    assert told_alone(["It costs $45.50."], "amount", "45.50") == (True, None)
+    assert told_alone(["It costs $12.", "No: $45.50."], "amount", "45.50") == (False, "12.00")
+    assert told_alone(["No: $45.50.", "Or maybe $12?"], "amount", "45.50") == (True, "12.00")
+    # the values a request involves besides (a fee per passenger) are no contradiction
+    assert told_alone(["$100 per passenger: $300 in all.", "So $300."], "amount", "300", ["100"]) == (True, None)
+    assert told_alone(["The order is delivered."], "order_status", "processed") == (False, "delivered")
+    assert told_alone(["Nothing to say."], "flight_status", "landed") == (False, None)

@@ -155,11 +155,21 @@ def stated(texts: Iterable[str], kind: str, value: str, also: Iterable[str] = ()
     return any(_states(normalise(text), kind, value, allowed) for text in texts)
 
 
-def others_stated(text: str, kind: str, value: str, also: Iterable[str] = ()) -> list[str]:
-    """The values of `kind` that `text` states besides `value` and those of `also`
-    (normalised): a claim that contradicts `value`."""
-    allowed = _allowed(kind, also) | {_normal_value(kind, value)}
-    return [_as_said(kind, v) for v in _values(normalise(text), kind, value) if v not in allowed]
+def told_alone(texts: Iterable[str], kind: str, value: str, also: Iterable[str] = ()) -> tuple[bool, str | None]:
+    """(whether some text of `texts` states `value`, the first value of `kind` some text
+    states besides `value` and those of `also`, or None): a check that needs the value
+    told and never contradicted reads each text once."""
+    allowed = _allowed(kind, also)
+    wanted, told = _normal_value(kind, value), False
+    for text in texts:
+        found = False
+        for v in _values(normalise(text), kind, value):
+            if v == wanted:
+                found = True
+            elif v not in allowed:
+                return told, _as_said(kind, v)
+        told = told or found
+    return told, None
 
 
 def _as_said(kind: str, normal: str) -> str:

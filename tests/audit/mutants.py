@@ -49,6 +49,34 @@ REFUSABLE_STATING = {**REFUSABLE, "verify": REFUSABLE["verify"].replace(
     "import names_rule", "import names_rule, states")}
 """The same, fixed: the refusal must also state the order's status."""
 
+_STATUS = "json.loads(task.prefill[-1]['content'])['status']"
+SERIAL = {
+    "imports": "import json",
+    "order": "order = b.add_order(user, status=rng.choice(('processed', 'delivered')) if rng.chance(0.6) else 'pending')",
+    "task": "return Task('retail', order['order_id'], reason, pre.messages, hidden=[], max_steps=40), world",
+    "expected": REFUSABLE["expected"],
+    "to_json": REFUSABLE["to_json"],
+    "one_write": REFUSABLE["one_write"],
+    "verify": (
+        "from trace_gym.capability import final_reply\n"
+        "from trace_gym.statements import names_rule, states\n"
+        + _FORBIDDEN + "\n"
+        "said = [m['content'] for m in messages if m['role'] == 'assistant' and not m.get('tool_calls') and m.get('content')]\n"
+        "refused = (not write_calls(task, messages, arguments=False)\n"
+        "           and names_rule(final_reply(task, messages), ['pending'], ['delivered', 'balance'])\n"
+        f"           and any(states(t, 'order_status', {_STATUS}, ['pending', 'cancelled']) for t in said))\n"
+        "ok = refused if forbidden else final_world == expected"),
+    "oracle": (
+        "if '\"status\": \"pending\"' not in task.prefill[-1]['content']:\n"
+        f"    return next_step(task, messages, [f\"I cannot cancel it: the order is {{{_STATUS}}}, and only pending orders can be cancelled.\"])\n"
+        "call = {'name': 'cancel_pending_order', 'arguments': {'order_id': task.order_id, 'reason': task.reason}}"),
+    "env_methods": (
+        "def _after_reply(self, episode, text):\n"
+        "    return 'reply' if 'cannot' in text.lower() else None"),
+}
+"""A refusable template whose conversation goes on until a refusal, and whose verifier
+takes the order's status from any message: stating each status in turn pays."""
+
 # property -> hooks that break it (and, where possible, only it)
 KIT_MUTANTS = {
     "gym_api": {"user": "pre.messages.append({'role': 'robot', 'content': 'beep'})"},
@@ -78,6 +106,14 @@ KIT_MUTANTS = {
     # most orders cannot be cancelled (not pending), and naming the rule earns the refusal
     # without saying what only the record shows: refusing every cancellation pays
     "refuse_by_kind": REFUSABLE,
+    # the status said in some message, and the conversation goes on: say them all in turn
+    "candidate_answers": SERIAL,
+    # the step limit says whether the order can be cancelled
+    "reset_leak": {**REFUSABLE, "env_methods": (
+        "def reset(self, **kwargs):\n"
+        "    obs, info = super().reset(**kwargs)\n"
+        "    info['max_steps'] = 4 if '\"status\": \"pending\"' in self.task.prefill[-1]['content'] else 3\n"
+        "    return obs, info")},
     # only the final database counts: extra writes, on other records or failing, are free
     "shotgun_writes": {"one_write": "pass"},
     "failing_writes": {"one_write": "pass"},

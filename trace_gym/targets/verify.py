@@ -37,7 +37,7 @@ from typing import Any
 
 from trace_gym.jsondata import json_equal
 from trace_gym.messages import Message, assistant_texts, call_arguments
-from trace_gym.statements import names_rule, others_stated, stated, states
+from trace_gym.statements import names_rule, states, told_alone
 from trace_gym.targets.task import Request, TargetTask
 from trace_gym.targets.user import DECLINE, YES, follow_up
 from trace_gym.tools import ToolKind, Toolset
@@ -68,9 +68,8 @@ def verify(task: TargetTask, initial_world: World, final_world: World,
     for i, request in enumerate(task.requests):
         said = spans[i]
         for info in request.communicate:
-            also = info.get("also", ())
-            wrong = contradicted(said, info["kind"], info["value"], also)
-            ok = not wrong and stated(said, info["kind"], info["value"], also)
+            told, wrong = told_alone(said, info["kind"], info["value"], info.get("also", ()))
+            ok = told and not wrong
             checks.append(Check(f"communicate[{i}]:{info['value']}", ok, 1.0 if ok else 0.0, "" if ok else (
                 f"a message states the {info['kind']} {wrong}, not {info['value']}" if wrong else
                 f"no message states the {info['kind']} {info['value']} alone")))
@@ -80,7 +79,7 @@ def verify(task: TargetTask, initial_world: World, final_world: World,
                 c.kind is ToolKind.READ and c.went_through and request.subject in c.raw
                 and request.subject in _values(c.arguments) for c in calls)
             fact = request.fact
-            wrong = contradicted(said, fact["kind"], fact["value"], fact["also"]) if fact else None
+            wrong = told_alone(said, fact["kind"], fact["value"], fact["also"])[1] if fact else None
             refused = any(names_rule(text, request.rule, request.conflicts)
                           and (not fact or states(text, fact["kind"], fact["value"], fact["also"])) for text in said)
             ok = looked and refused and not wrong and not attempted
@@ -114,16 +113,6 @@ def request_spans(task: TargetTask, messages: list[Message]) -> list[list[str]]:
         elif role == "assistant" and m.get("content") and not m.get("tool_calls"):
             spans[open_request].append(m["content"])
     return spans
-
-
-def contradicted(texts: list[str], kind: str, value: str, also: Any = ()) -> str | None:
-    """The first value of `kind` that one of `texts` states besides `value` and `also`
-    (None when none does)."""
-    for text in texts:
-        others = others_stated(text, kind, value, also)
-        if others:
-            return others[0]
-    return None
 
 
 class Call:
