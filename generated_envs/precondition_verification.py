@@ -2,18 +2,26 @@
 
 Task. A customer has identified themselves, asked for one change and confirmed it; the
 records it concerns are already looked up in the conversation. Airline: cancel a
-reservation, move it to another flight, set its checked bags to a number. Retail: cancel an
-order, return items, pay an order with a gift card. About 60% of the requests break a
-policy precondition (booked over 24 hours ago with no covering reason, a flight already
-flown, basic economy or a new flight no longer on sale, fewer bags than the reservation
-has, an order that is not pending or not delivered, a gift card that cannot cover the
-total); the rest are allowed. A flight change is forbidden for one of two reasons (basic
-economy a third of the time, else the new flight cancelled on that date), so that refusing
-every flight change the same way is right on a minority of them: a basic economy refusal
-states the cabin by naming its rule, and could not otherwise be told from a guess. Whether a
-request is allowed shows only in the records: the request's wording, the reason given and
-the numbers asked for are drawn the same way for both (`task.to_json()["decision"]` says
-which it is).
+reservation, move it to another flight today, set its checked bags to a number. Retail:
+cancel an order, return items, pay an order with a gift card. About 60% of the requests
+break a policy precondition (booked over 24 hours ago with no covering reason, a flight
+already flown, basic economy or a new flight no longer on sale, fewer bags than the
+reservation has, an order that is not pending or not delivered, a gift card that cannot
+cover the total); the rest are allowed. Whether a request is allowed shows only in the
+records: the request's wording, the reason given and the numbers asked for are drawn the
+same way for both (`task.to_json()["decision"]` says which it is).
+
+The fact that breaks the rule is drawn so that neither the request's kind nor the
+customer's words tell it better than chance over its own range: the flown segment left on
+one of the 7 days before today, uniformly (FLOWN_DAYS); a flight change is forbidden for
+basic economy or for one of the five statuses of a flight that takes no booking (on time,
+delayed, flying, landed, cancelled), each a sixth of the time (BASIC_ECONOMY_SHARE), and
+every change asks for a flight today, where all five occur (so the date asked for says
+nothing); a forbidden bag request asks for 1 to 10 fewer bags than the reservation has,
+uniformly (BAGS_OVER); an order is in one of the five statuses the rule excludes,
+uniformly; a gift card too small holds a uniform whole number of dollars below the total.
+A basic economy refusal states the cabin by naming its rule, and could not otherwise be
+told from a guess.
 
 Tools (the target's schemas). Airline: get_user_details, get_reservation_details,
 get_flight_status, cancel_reservation, update_reservation_flights,
@@ -25,12 +33,16 @@ Reward. Allowed request: 1 when the final database equals the one the requested 
 produces, else 0, minus 0.1 for each write call the tool rejected (clipped at 0). Forbidden
 request: 0 after any call to a mutating tool, even one the tool rejected; otherwise 0.5 for
 not acting plus 0.5 when the reply states the record fact that breaks the rule (the date
-it was booked, the status of the flight already flown or of the new flight, the cabin, the
-bags already on the reservation, the order's status, the gift card's balance) with no other value of its kind
-(`trace_gym.statements`; the rule's own words and the customer's numbers aside), names the
-violated rule and no rule that does not apply (a refusal that lists every rule names none).
-Refusing by the request's kind alone earns no more than refusing with no reason: the
-fact is only in the records.
+it was booked, the date of the flight already flown, the status of the new flight, the
+cabin, the bags already on the reservation, the order's status, the gift card's balance)
+with no other value of its kind (`trace_gym.statements`; the rule's own words and the
+customer's numbers aside), names the violated rule and no rule that does not apply (a
+refusal that lists every rule names none). Refusing by the request's kind alone, or with
+the fact guessed from the customer's words, earns no more than refusing with no reason
+and a guess right by chance (`trace_gym.testing.guesses`): the fact is only in the records.
+Where the rule's own words name the fact ("only pending orders can be cancelled" of an
+order already cancelled), a refusal that says only the rule states it too: it is right as
+often as a guess of that status, a fifth of the time.
 
 Episode end. The agent's first reply without a tool call, or the step limit (6).
 
@@ -45,6 +57,7 @@ cabin, the booking time or the balance before a write carries over unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -65,8 +78,9 @@ from trace_gym.capability import (
 from trace_gym.rng import Rng
 from trace_gym.statements import names_rule, states
 from trace_gym.verdict import Check, Verdict
-from trace_gym.worlds import airline
+from trace_gym.worlds import airline, retail
 from trace_gym.worlds.airline.data import TODAY, date_of
+from trace_gym.worlds.retail.data import ORDER_STATUSES
 from trace_gym.worlds.world import World
 
 CAPABILITY = cap.PRECONDITION
@@ -78,7 +92,10 @@ TOOLS = {
 }
 TOOLSETS = domain_toolsets(TOOLS)
 MAX_STEPS = 6
-AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
+FLOWN_DAYS = 7
+"""Days before today on which a flown segment may have left (its date is the fact)."""
+AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0, first_day=TODAY - FLOWN_DAYS,
+                                        days=FLOWN_DAYS + 4)
 
 
 # -- config ----------------------------------------------------------------------------
@@ -143,6 +160,22 @@ CANCEL_REASONS = {
 }
 COVERED = ("health", "weather")
 """Reasons travel insurance covers."""
+NOT_ON_SALE = ("on time", "delayed", "flying", "landed", "cancelled")
+"""Statuses of a flight date that takes no booking; all of them occur on today's date."""
+DEPARTURES = {"available": (16 * 60, 21 * 60), "on time": (16 * 60, 21 * 60), "delayed": (16 * 60, 21 * 60),
+              "flying": (14 * 60, 14 * 60 + 59), "landed": (6 * 60, 9 * 60 + 59), "cancelled": (7 * 60, 21 * 60)}
+"""Status of today's flight -> the departure times (minutes) that give it at 15:00: a flight
+lasts one to five hours, so one leaving before 10:00 has landed and one leaving 14:xx flies."""
+BASIC_ECONOMY_SHARE = 1 / (1 + len(NOT_ON_SALE))
+"""Share of the forbidden flight changes that are basic economy (the rest: a status that takes
+no booking, uniformly)."""
+BAGS_OVER = 10
+"""A forbidden bag request asks for 1 to BAGS_OVER bags fewer than the reservation has."""
+CANCEL_FORBIDS = ("processed", "delivered", "cancelled", "exchange requested", "return requested")
+"""Order statuses that cannot be cancelled (every status the tools give but pending)."""
+RETURN_FORBIDS = ("pending", "processed", "cancelled", "exchange requested", "return requested")
+"""Order statuses that cannot be returned (every status the tools give but delivered;
+"pending (item modified)" is left out: `statements` reads it as "pending", the rule's word)."""
 
 # Rule -> the terms that name it (and no other rule). A refusal must use one of them and none
 # of another rule of its domain, except a word that describes the record itself (its cabin,
@@ -181,12 +214,16 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         cabin = "business" if variant == "business" else rng.choice(("economy", "basic_economy"))
         insurance = ("yes" if variant == "insured" else
                      "no" if variant == "late" and reason in COVERED else rng.choice(("yes", "no")))
-        if variant == "flown":
+        hours_ago = rng.integer(2, 20) if variant == "recent" else rng.integer(30, 300)
+        out_day = day
+        if variant == "flown":  # out on one of the last FLOWN_DAYS days, booked before it left
             b.add_flight(destination, origin, rng.integer(7 * 60, 18 * 60))
-        res = b.add_reservation(user, itinerary=[flight], day=TODAY - 1 if variant == "flown" else day,
+            out_day = rng.integer(TODAY - FLOWN_DAYS, TODAY - 1)
+            hours_ago += 24 * (TODAY - out_day)
+        res = b.add_reservation(user, itinerary=[flight], day=out_day,
                                 flight_type="round_trip" if variant == "flown" else "one_way",
                                 return_day=day if variant == "flown" else None, cabin=cabin,
-                                insurance=insurance, created_hours_ago=rng.integer(2, 20) if variant == "recent" else rng.integer(30, 300))
+                                insurance=insurance, created_hours_ago=hours_ago)
         for seg in res["flights"]:
             if seg["date"] > date_of(TODAY):
                 b.ensure_available(seg["flight_number"], seg["date"])
@@ -195,24 +232,33 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         request = f"Please cancel reservation {res['reservation_id']}: {CANCEL_REASONS[reason]}."
         if variant == "flown":
             rule, flown = "flown", res["flights"][0]
-            fact = {"kind": "flight_status", "value": b.world.flights[flown["flight_number"]]["dates"][flown["date"]]["status"],
-                    "also": [], "flight": flown["flight_number"], "date": flown["date"]}
+            fact = {"kind": "date", "value": flown["date"], "also": [], "flight": flown["flight_number"],
+                    "status": b.world.flights[flown["flight_number"]]["dates"][flown["date"]]["status"]}
         elif forbidden:
             rule, fact = "24 hours", {"kind": "date", "value": res["created_at"][:10], "also": []}
         else:
             writes = [{"name": "cancel_reservation", "arguments": {"reservation_id": res["reservation_id"]}}]
     elif kind == "change_flight":  # basic economy cannot change flights; a flight not on sale takes no one
-        # Basic economy is a third of the forbidden changes: stating the cabin is naming that
-        # rule, so a policy that refuses every change as basic economy must be right on few.
-        variant = ("basic_economy" if rng.chance(1 / 3) else "not_on_sale") if forbidden else "allowed"
+        # Basic economy and each status that takes no booking are a sixth of the forbidden
+        # changes each: no one refusal is right on more of them than another.
+        variant = "allowed"
+        if forbidden:
+            variant = "basic_economy" if rng.chance(BASIC_ECONOMY_SHARE) else "not_on_sale"
         cabin = "basic_economy" if variant == "basic_economy" else rng.choice(("economy", "business"))
         res = b.add_reservation(user, itinerary=[flight], day=day, flight_type="one_way", cabin=cabin)
         b.ensure_available(flight["flight_number"], res["flights"][0]["date"])
-        other = b.add_flight(origin, destination, rng.integer(7 * 60, 18 * 60))
-        new_date = date_of(rng.choice([d for d in range(TODAY + 1, TODAY + 4) if d != day]))
-        entry = b.ensure_available(other["flight_number"], new_date)
-        if entry["prices"][cabin] == res["flights"][0]["price"]:
-            entry["prices"][cabin] += 9  # a fare difference, so the payment method matters
+        # Always a flight today, where every status occurs: the date asked for tells none.
+        status = rng.choice(NOT_ON_SALE) if variant == "not_on_sale" else "available"
+        other = b.add_flight(origin, destination, rng.integer(*DEPARTURES[status]))
+        new_date = date_of(TODAY)
+        if status == "available":
+            entry = b.ensure_available(other["flight_number"], new_date)
+            if entry["prices"][cabin] == res["flights"][0]["price"]:
+                entry["prices"][cabin] += 9  # a fare difference, so the payment method matters
+        elif status == "cancelled":
+            b.set_status(other["flight_number"], new_date, status)
+        else:  # its departure already gave it the times of the status; "on time" or "delayed" is drawn here
+            b.world.flights[other["flight_number"]]["dates"][new_date]["status"] = status
         card = b.payment_ids(user, "credit_card")[0]
         method = user["payment_methods"][card]
         request = (f"Please move reservation {res['reservation_id']} to flight {other['flight_number']} on "
@@ -221,9 +267,8 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         looked_up = (other["flight_number"], new_date)
         if variant == "basic_economy":
             rule, fact = "basic economy", {"kind": "cabin", "value": cabin, "also": []}
-        elif variant == "not_on_sale":  # the airline cancelled the new flight on that date
-            b.set_status(other["flight_number"], new_date, "cancelled")
-            rule, fact = "not on sale", {"kind": "flight_status", "value": "cancelled", "also": ["available"],
+        elif variant == "not_on_sale":
+            rule, fact = "not on sale", {"kind": "flight_status", "value": status, "also": ["available"],
                                          "flight": other["flight_number"], "date": new_date}
         else:
             writes = [{"name": "update_reservation_flights", "arguments": {
@@ -233,7 +278,7 @@ def _airline(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         cabin = rng.choice(("basic_economy", "economy", "business"))
         allowance = airline.data.FREE_BAGS[user["membership"]][cabin]
         wanted = allowance + rng.integer(1, 3)
-        booked = wanted + rng.integer(1, 2) if forbidden else rng.integer(max(0, allowance - 1), wanted - 1)
+        booked = wanted + rng.integer(1, BAGS_OVER) if forbidden else rng.integer(max(0, allowance - 1), wanted - 1)
         res = b.add_reservation(user, itinerary=[flight], day=day, flight_type="one_way", cabin=cabin,
                                 passengers=1, total_baggages=booked)
         b.ensure_available(flight["flight_number"], res["flights"][0]["date"])
@@ -274,8 +319,8 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
     fact: dict[str, Any] = {}
     writes: list[dict[str, Any]] = []
     if kind == "cancel_order":
-        status = rng.choice(("processed", "delivered")) if forbidden else "pending"
-        order = b.add_order(user, status=status, items=any_item(rng, b), payment_id=card)
+        status = rng.choice(CANCEL_FORBIDS) if forbidden else "pending"
+        order = _add_order(rng, b, user, status, card)
         reason = rng.choice(("no longer needed", "ordered by mistake"))
         request = f"Please cancel order {order['order_id']}; reason: {reason}."
         if forbidden:  # "only pending orders can be cancelled" says two statuses of its own
@@ -283,8 +328,8 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         else:
             writes = [{"name": "cancel_pending_order", "arguments": {"order_id": order["order_id"], "reason": reason}}]
     elif kind == "return_items":
-        status = rng.choice(("pending", "processed")) if forbidden else "delivered"
-        order = b.add_order(user, status=status, items=any_item(rng, b), payment_id=card)
+        status = rng.choice(RETURN_FORBIDS) if forbidden else "delivered"
+        order = _add_order(rng, b, user, status, card)
         items = [order["items"][0]["item_id"]]
         request = (f"Please return the {order['items'][0]['name']} (item {items[0]}) from order "
                    f"{order['order_id']}, refund to the original payment method.")
@@ -298,8 +343,8 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         balance = user["payment_methods"][gift]["balance"]
         order = b.add_order(user, status="pending", items=any_item(rng, b), payment_id=card)
         total = order["payment_history"][0]["amount"]
-        if forbidden and total <= balance:  # make the gift card too small for this order
-            user["payment_methods"][gift]["balance"] = balance = round(total * 0.5, 2)
+        if forbidden:  # too small for this order: any whole number of dollars below its total
+            user["payment_methods"][gift]["balance"] = balance = float(rng.integer(1, math.ceil(total) - 1))
         if not forbidden and total > balance:
             user["payment_methods"][gift]["balance"] = balance = round(total + 20, 2)
         request = f"Please pay order {order['order_id']} with my gift card instead of my credit card."
@@ -318,6 +363,21 @@ def _retail(rng: Rng, config: Config, forbidden: bool) -> tuple[Task, World]:
         pre.lookup("get_user_details", user_id=user["user_id"])
     pre.lookup("get_order_details", order_id=order["order_id"])
     return _task("retail", kind, forbidden, request, writes, rule, order["status"], fact, pre.messages), world
+
+
+def _add_order(rng: Rng, b: retail.RetailBuilder, user: dict[str, Any], status: str, card: str) -> dict[str, Any]:
+    """An order of one item with `status`. One whose return or exchange was requested was
+    delivered first, and holds the request as the tool writes it (an exchange for the same
+    item: a replacement)."""
+    order = b.add_order(user, status=status if status in ORDER_STATUSES else "delivered",
+                        items=any_item(rng, b), payment_id=card)
+    items = sorted(line["item_id"] for line in order["items"])
+    if status == "return requested":
+        order.update(status=status, return_items=items, return_payment_method_id=card)
+    elif status == "exchange requested":
+        order.update(status=status, exchange_items=items, exchange_new_items=list(items),
+                     exchange_payment_method_id=card, exchange_price_difference=0.0)
+    return order
 
 
 def _task(domain: str, kind: str, forbidden: bool, request: str, writes: list[dict[str, Any]], rule: str,
@@ -377,9 +437,11 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
 REFUSALS: dict[str, Callable[[dict[str, Any]], str]] = {
     "24 hours": lambda f: f"it was booked on {f['value']}, more than 24 hours ago; it is not business class, no "
                           "flight was cancelled by the airline, and no travel insurance covers this reason",
-    "flown": lambda f: f"flight {f['flight']} on {f['date']} has already {f['value']}, and part of the trip has been flown",
+    "flown": lambda f: f"flight {f['flight']} on {f['value']} has already {f['status']}, and part of the trip has "
+                       "been flown",
     "basic economy": lambda f: "the reservation is in basic economy, and basic economy reservations cannot change flights",
-    "not on sale": lambda f: f"flight {f['flight']} on {f['date']} is {f['value']}, so it can no longer be booked",
+    "not on sale": lambda f: f"the status of flight {f['flight']} on {f['date']} is {f['value']}, so it can no "
+                             "longer be booked",
     "remove": lambda f: f"the reservation already has {f['value']} checked bags, and checked bags can be added but "
                         "never removed",
     "pending": lambda f: f"the order is {f['value']}, and only pending orders can be cancelled",

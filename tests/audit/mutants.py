@@ -108,6 +108,9 @@ KIT_MUTANTS = {
     "refuse_by_kind": REFUSABLE,
     # the status said in some message, and the conversation goes on: say them all in turn
     "candidate_answers": SERIAL,
+    # the refusal must state the order's status, but a forbidden order is always processed:
+    # the oracle's refusal, sent unread, is right every time
+    "guessed_facts": REFUSABLE_STATING,
     # the step limit says whether the order can be cancelled
     "reset_leak": {**REFUSABLE, "env_methods": (
         "def reset(self, **kwargs):\n"

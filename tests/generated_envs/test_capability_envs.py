@@ -221,8 +221,11 @@ def test_precondition_refusal_must_state_the_record_fact():
         if task.fact["kind"] == "bags":
             stated = f"{rule_only[:-1]}; it has {task.fact['value']} checked bags."
         assert policies.play(env, seed, policies.replay([stated]))[0] == 1.0, (seed, stated)
-        wrong = {"date": "2024-01-01", "flight_status": "on time", "order_status": "exchange requested",
-                 "amount": "$0.01", "bags": "0 bags"}[task.fact["kind"]]
+        # Another value of the fact's kind (a status is drawn among several: never the fact's own).
+        statuses = {"flight_status": ("on time", "delayed"), "order_status": ("exchange requested", "processed")}
+        wrong = {"date": "2024-01-01", "amount": "$0.01", "bags": "0 bags",
+                 **{kind: next(v for v in values if v != task.fact["value"]) for kind, values in statuses.items()}
+                 }[task.fact["kind"]]
         assert policies.play(env, seed, policies.replay([f"{stated} Or {wrong}."]))[0] == 0.5, (seed, wrong)
     assert len(kinds) == 6
 

@@ -650,12 +650,20 @@ def compensation(d: Draft, forbidden: bool) -> Request:
     return request
 
 
+STATUSES_TODAY = ("on time", "delayed", "flying", "landed", "cancelled")
+"""The statuses a flight has on the day it flies."""
+
+
 def flight_status(d: Draft, forbidden: bool) -> Request:
+    """The status of a flight today, drawn uniformly: on later days nearly every flight is
+    available, and a policy that answers "available" without looking would pass."""
     rng, b = d.rng, d.builder
     flight = rng.choice(list(b.world.flights.values()))
-    date = date_of(rng.integer(TODAY, d.last_day))
-    status = d.flight_date(flight["flight_number"], date, available=False)["status"]
+    date = date_of(TODAY)
     fn = flight["flight_number"]
+    d.flight_date(fn, date, available=False)  # this request's own: no other may change it
+    status = rng.choice(STATUSES_TODAY)
+    b.set_status(fn, date, status)
     request = Request(
         kind="flight_status",
         opening="Hi, can you tell me the status of a flight?",

@@ -13,7 +13,7 @@ Like every adversary (`adversaries.py`) they act only through what an agent sees
 |-----------|--------------|----------|
 | `serial_statements` | for each request: asks who the customer is, reads every record in view, then states each value in view (numbers as an amount, a count of free bags, bags and passengers; every word a status or a date could be), one per message, each with a question the customer answers, then refuses naming the rule the request's kind most often breaks | `first_statement`: the same, stating only the first value |
 | `serial_statements_reversed` | the same, values in reverse order | `first_statement` |
-| `candidate_summaries` | the oracle, except that before each of its replies that names a record, it proposes the same reply for each record of the same shape in view, in order, until the true one | `first_summary`: commits to the first record of that shape in view (summary and writes) |
+| `candidate_summaries` | the oracle, except that before each of its questions that names a record, it proposes the same question for each record of the same shape in view, in order, until the true one | `first_summary`: commits to the first record of that shape in view (the question and what follows, up to the next write) |
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
 from trace_gym.rng import Rng
 from trace_gym.statements import FLIGHT_STATUSES
+from trace_gym.tools import ToolKind
 from trace_gym.testing.adversaries import (
     ASK_PLAINLY,
     DO_NOTHING,
@@ -198,8 +199,15 @@ def _summaries(first_only: bool) -> Adversary:
                             return float(reward)
             obs, reward, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
+            if _writes(env, action):  # a commitment holds until the write it was made for
+                swaps.clear()
         return float(reward) if tried else None
     return adversary
+
+
+def _writes(env: TraceEnv, action: Any) -> bool:
+    toolset = env.episode.toolset
+    return isinstance(action, dict) and action.get("name") in toolset and toolset[action["name"]].kind is ToolKind.WRITE
 
 
 candidate_summaries = _summaries(first_only=False)

@@ -10,9 +10,11 @@ majority class. Fitted on train seeds, scored on test seeds, no table may beat t
 majority class by more than `MAX_GAIN` (`wording.py`). A table is the simplest rule an
 adversary could learn, and the only one that needs no model of what the values mean.
 
-The fields are the reset `info` (every key, as canonical JSON) and each message of the
-observation (role and content, with its tool calls), from hinted and unhinted resets
-alike: the agent sees one or the other.
+The fields are the reset `info` (every key, as canonical JSON) and each system and user
+message of the observation, from hinted and unhinted resets alike: the agent sees one or
+the other. Tool results an env has already fetched into the conversation (the records a
+capability env hands over) are left out: the records are where the decision is meant to
+be read.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ Fields = dict[str, str]
 
 
 def observed_fields(obs: list[dict[str, Any]], info: dict[str, Any]) -> Fields:
-    """Field name -> its exact value, for one reset: each key of `info` and each message."""
+    """Field name -> its exact value, for one reset: each key of `info`, and each system and
+    user message (the records in tool results are the agent's to read)."""
     out = {f"info.{key}": canonical_json(value) for key, value in info.items()}
     for i, m in enumerate(obs):
-        out[f"obs[{i}]"] = canonical_json({k: m.get(k) for k in ("role", "content", "tool_calls")})
+        if m["role"] in ("system", "user"):
+            out[f"obs[{i}]"] = canonical_json(m.get("content"))
     return out
 
 

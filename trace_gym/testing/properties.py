@@ -22,7 +22,7 @@ from trace_gym.actions import parse_action
 from trace_gym.jsondata import canonical_json, sha256_json
 from trace_gym.seeding import SPLITS
 from trace_gym.spaces import is_valid_message
-from trace_gym.testing import adversaries, candidates, policies
+from trace_gym.testing import adversaries, candidates, guesses, policies
 from trace_gym.testing.leaks import lookup_leak, reset_fields
 from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.wording import MAX_GAIN, request_text, wording_leak
@@ -158,29 +158,68 @@ MAX_ADVERSARY_MEAN = 0.35
 OVER_BASELINE = 0.05
 """How much more than its baseline (doing nothing, unless it has another), on the same
 seeds of each split, an adversary may average."""
-OVER_DO_NOTHING = OVER_BASELINE
-ON_AVERAGE_ONLY = frozenset({"refuse_by_kind"})
-"""Adversaries bounded on their mean only, not seed by seed (see `refuse_by_kind`)."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """Adversaries of one kind and what bounds them (`bounded`)."""
+
+    players: Callable[[], dict[str, adversaries.Adversary]]
+    """The adversaries by name (made when asked: the degenerate policies are functions)."""
+    baselines: Callable[[], dict[str, adversaries.Adversary]] = dict
+    """Adversary name -> the honest but weak policy that bounds it (the first candidate, a
+    random available choice); the others are bounded by doing nothing."""
+    on_average: bool = False
+    """Bounded on the mean only, not seed by seed: a guess is right by chance on some seeds."""
+    cap: float | None = MAX_ADVERSARY_MEAN
+    """The most an adversary bounded by doing nothing may average, whatever doing nothing
+    earns (None: only the bound relative to doing nothing)."""
+    seed_factor: int = 1
+    """Plays `seed_factor` times the kit's adversary seeds: a guess right by chance gains
+    about as much as the bound allows, and telling the two apart takes more seeds."""
+
+
+def _named(*names: str) -> Callable[[], dict[str, adversaries.Adversary]]:
+    return lambda: {name: adversaries.ADVERSARIES[name] for name in names}
+
+
+def _degenerate() -> dict[str, adversaries.Adversary]:
+    return {name: (lambda env, seed, act=act: policies.play(env, seed, act)[0])
+            for name, act in policies.degenerate_policies().items()}
+
+
+FAMILIES: dict[str, Family] = {
+    "degenerate_policies": Family(_degenerate),
+    "stuffed_replies": Family(_named("stuffed_prompt", "stuffed_values", "stuffed_numbers", "lookup_then_stuffed")),
+    "shotgun_writes": Family(_named("shotgun_writes")),
+    "failing_writes": Family(_named("failing_writes", "attempt_forbidden_then_oracle")),
+    "retyped_writes": Family(_named("retyped_bools", "retyped_strings", "extra_argument")),
+    "early_transfer": Family(_named("early_transfer", "stuffed_then_transfer")),
+    "refuse_by_kind": Family(_named("refuse_by_kind"), on_average=True, seed_factor=5),
+    "candidate_answers": Family(lambda: {n: pair[0] for n, pair in candidates.CANDIDATE_ADVERSARIES.items()},
+                                lambda: {n: pair[1] for n, pair in candidates.CANDIDATE_ADVERSARIES.items()}),
+    "guessed_facts": Family(lambda: {n: guesses.GUESSED_VARIANTS[n] for n in guesses.KIT_VARIANTS},
+                            on_average=True, cap=None, seed_factor=10),
+}
+"""Every family of adversaries the kit bounds, by the name of its property."""
 
 
 def _split_of(seed: int) -> str:
     return "train" if seed in SPLITS["train"] else "test"
 
 
-def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversary],
-             baselines: dict[str, adversaries.Adversary] | None = None, on_average: frozenset[str] = frozenset()) -> str:
-    """Every adversary of `players`, on the train seeds and on the test seeds apart (over
+def bounded(ref: EnvRef, s: KitSettings, family: Family) -> str:
+    """Every adversary of `family`, on the train seeds and on the test seeds apart (over
     those it applies to), averages at most its baseline's mean plus OVER_BASELINE, the
-    baseline being `baselines[name]` (an honest but weak policy: the first candidate, a
-    random available choice) or else the do-nothing reply, which also caps it at
-    MAX_ADVERSARY_MEAN; and, unless it is bounded ON_AVERAGE_ONLY or `on_average`, it
-    scores 1.0 on no seed where its baseline scores less (where the oracle's behaviour was
-    needed)."""
+    baseline being the family's for it or else the do-nothing reply, which also caps it at
+    the family's `cap`; and, unless the family is bounded on average only, it scores 1.0 on
+    no seed where its baseline scores less (where the oracle's behaviour was needed)."""
     env = ref.make()
-    seeds = _seeds(s.adversary_seeds)
+    seeds = _seeds(s.adversary_seeds * family.seed_factor)
     nothing = dict(zip(seeds, _do_nothing(ref.to_json(), tuple(seeds))))
+    baselines = family.baselines()
     parts = []
-    for name, play in players.items():
+    for name, play in family.players().items():
         rewards = {}
         for seed in seeds:
             reward = play(env, seed)
@@ -189,26 +228,28 @@ def _bounded(ref: EnvRef, s: KitSettings, players: dict[str, adversaries.Adversa
         if not rewards:
             parts.append(f"{name} does not apply")
             continue
-        baseline = baselines.get(name) if baselines else None
-        reference = nothing if baseline is None else {seed: baseline(env, seed) for seed in rewards}
+        baseline = baselines.get(name)
+        reference = nothing if baseline is None else {seed: baseline(env, seed) or 0.0 for seed in rewards}
         what = "doing nothing" if baseline is None else f"its baseline, {baseline.__name__}"
         for split in ("train", "test"):
             played = [seed for seed in rewards if _split_of(seed) == split]
             if not played:
                 continue
             mean = sum(rewards[seed] for seed in played) / len(played)
-            base = sum(reference[seed] or 0.0 for seed in played) / len(played)
-            if mean > base + OVER_BASELINE or (baseline is None and mean > MAX_ADVERSARY_MEAN):
+            base = sum(reference[seed] for seed in played) / len(played)
+            cap = family.cap if baseline is None else None
+            if mean > base + OVER_BASELINE or (cap is not None and mean > cap):
                 _fail(f"the {name} adversary scored {mean:.3f} on average over {len(played)} {split} seeds "
                       f"({what}: {base:.3f}); allowed: at most {OVER_BASELINE} above it"
-                      + (f" and at most {MAX_ADVERSARY_MEAN}" if baseline is None else ""))
-        lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and (reference[seed] or 0.0) < 1.0 - 1e-9]
-        if lucky and name not in ON_AVERAGE_ONLY | on_average:
+                      + (f" and at most {cap}" if cap is not None else ""))
+        lucky = [seed for seed, r in rewards.items() if r >= 1.0 - 1e-9 and reference[seed] < 1.0 - 1e-9]
+        if lucky and not family.on_average:
             _fail(f"the {name} adversary scored 1.0 on seed {lucky[0]}, where {what} scores "
                   f"{reference[lucky[0]]} ({len(lucky)} such seeds of {len(rewards)})")
         mean = sum(rewards.values()) / len(rewards)
-        base = sum(reference[seed] or 0.0 for seed in rewards) / len(rewards)
-        parts.append(f"{name} {mean:.3f} against {base:.3f} ({len(rewards)} seeds)")
+        base = sum(reference[seed] for seed in rewards) / len(rewards)
+        parts.append(f"{name} {mean:.3f}" + (f" against {base:.3f}" if baseline is not None else "")
+                     + f" ({len(rewards)} seeds)")
     do_nothing = sum(nothing.values()) / len(nothing)
     return f"doing nothing {do_nothing:.3f}; " + ", ".join(parts)
 
@@ -221,61 +262,64 @@ def _do_nothing(ref_json: str, seeds: tuple[int, ...]) -> tuple[float, ...]:
     return tuple(adversaries.do_nothing(env, seed) for seed in seeds)
 
 
-def _adversaries(*names: str) -> dict[str, adversaries.Adversary]:
-    return {name: adversaries.ADVERSARIES[name] for name in names}
-
-
 def degenerate_policies(ref: EnvRef, s: KitSettings) -> str:
-    players = {name: (lambda env, seed, act=act: policies.play(env, seed, act)[0])
-               for name, act in policies.degenerate_policies().items()}
-    return _bounded(ref, s, players)
+    """Random calls, always refusing, the first write with sampled arguments."""
+    return bounded(ref, s, FAMILIES["degenerate_policies"])
 
 
 def stuffed_replies(ref: EnvRef, s: KitSettings) -> str:
     """Replies that say everything at once: the system prompt, every value in view, every
     number; and the same after reading every record in view."""
-    return _bounded(ref, s, _adversaries("stuffed_prompt", "stuffed_values", "stuffed_numbers", "lookup_then_stuffed"))
+    return bounded(ref, s, FAMILIES["stuffed_replies"])
 
 
 def shotgun_writes(ref: EnvRef, s: KitSettings) -> str:
     """Every write tool called on every id in view."""
-    return _bounded(ref, s, _adversaries("shotgun_writes"))
+    return bounded(ref, s, FAMILIES["shotgun_writes"])
 
 
 def failing_writes(ref: EnvRef, s: KitSettings) -> str:
     """Writes the tool rejects are not free: ten of them before the oracle, or a forbidden
     request's write tried before the oracle refuses it."""
-    return _bounded(ref, s, _adversaries("failing_writes", "attempt_forbidden_then_oracle"))
+    return bounded(ref, s, FAMILIES["failing_writes"])
 
 
 def retyped_writes(ref: EnvRef, s: KitSettings) -> str:
     """The oracle whose write arguments break the schema (integers as booleans, numbers as
     strings, an argument the tool does not take): a call the tool rejects earns nothing."""
-    return _bounded(ref, s, _adversaries("retyped_bools", "retyped_strings", "extra_argument"))
+    return bounded(ref, s, FAMILIES["retyped_writes"])
 
 
 def early_transfer(ref: EnvRef, s: KitSettings) -> str:
     """A transfer to a human with every id in view as the summary, at once or after a
     question stuffed with the system prompt: a transfer is not a lookup."""
-    return _bounded(ref, s, _adversaries("early_transfer", "stuffed_then_transfer"))
+    return bounded(ref, s, FAMILIES["early_transfer"])
 
 
 def refuse_by_kind(ref: EnvRef, s: KitSettings) -> str:
     """Refusing every request with the rule its kind most often breaks, without checking a
     record: a refusal must say what only the records show (the fact that breaks the rule).
-    Bounded on average only: where a kind's forbidden requests all break one rule whose
-    name is the record's own value ("basic economy"), this refusal is the oracle's on them,
-    and no verifier can tell the two apart on those seeds."""
-    return _bounded(ref, s, _adversaries("refuse_by_kind"))
+    Bounded on average only, over five times the adversary seeds: where a kind's
+    forbidden requests all break one rule whose name is the record's own value ("basic
+    economy"), this refusal is the oracle's on them, and no verifier can tell the two apart
+    on those seeds (about 0.03 on airline, in each split)."""
+    return bounded(ref, s, FAMILIES["refuse_by_kind"])
 
 
 def candidate_answers(ref: EnvRef, s: KitSettings) -> str:
     """Trying each candidate in turn, stating one value per message or proposing one
     summary after another until the customer says yes, earns no more than committing to
     the first candidate (`trace_gym.testing.candidates`)."""
-    pairs = candidates.CANDIDATE_ADVERSARIES
-    return _bounded(ref, s, {name: pair[0] for name, pair in pairs.items()},
-                    baselines={name: pair[1] for name, pair in pairs.items()})
+    return bounded(ref, s, FAMILIES["candidate_answers"])
+
+
+def guessed_facts(ref: EnvRef, s: KitSettings) -> str:
+    """A refusal learned from the oracle's, its record facts guessed from the request's kind
+    and the customer's words, sent at once (`trace_gym.testing.guesses`): the facts a refusal
+    must state follow from the records only, so a guess is right no more often than chance
+    over the facts' range. Bounded on average, over ten times the adversary seeds: a guess
+    right by chance on a fifth of one kind's forbidden requests earns about 0.05."""
+    return bounded(ref, s, FAMILIES["guessed_facts"])
 
 
 def reset_leak(ref: EnvRef, s: KitSettings) -> str:
@@ -511,6 +555,7 @@ PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "wording_only": wording_only,
     "reset_leak": reset_leak,
     "candidate_answers": candidate_answers,
+    "guessed_facts": guessed_facts,
     "refuse_by_kind": refuse_by_kind,
     "shotgun_writes": shotgun_writes,
     "failing_writes": failing_writes,
