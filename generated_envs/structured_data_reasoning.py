@@ -167,9 +167,11 @@ def _bag_fee(rng: Rng, config: Config) -> tuple[Task, World]:
     add = rng.integer(1, 4)
     total = res["total_baggages"] + add
     nonfree = max(0, total - allowance)
-    method = user["payment_methods"][b.payment_ids(user, "credit_card")[0]]
+    # Any of the cards: the first listed, always, would be told by its place.
+    method = user["payment_methods"][rng.choice(b.payment_ids(user, "credit_card"))]
     for _ in range(config.options - 1):  # other bookings of the same customer
         b.add_reservation(user, itinerary=[flight], day=rng.integer(TODAY + 1, TODAY + 3), flight_type="one_way")
+    rng.shuffle(user["reservations"])  # made first, the booking asked about would be listed first
     world = b.build()
     request = (f"Please add {add} checked bag{'s' if add > 1 else ''} to reservation {res['reservation_id']}, "
                f"charged to {_card_phrase(method)}.")

@@ -118,7 +118,8 @@ def _book(rng: Rng) -> tuple[Task, World]:
     nonfree = max(0, bags - FREE_BAGS[user["membership"]][cabin] * len(travellers))
     insurance = rng.choice(("yes", "no"))
     total = fare * len(travellers) + (INSURANCE_FEE * len(travellers) if insurance == "yes" else 0) + BAG_FEE * nonfree
-    card = user["payment_methods"][b.payment_ids(user, "credit_card")[0]]
+    # Any of the cards: the first listed, always, would be told by its place.
+    card = user["payment_methods"][rng.choice(b.payment_ids(user, "credit_card"))]
     certs = [m for m in user["payment_methods"].values() if m["source"] == "certificate" and m["amount"] < total]
     if certs:
         payments = [{"payment_id": certs[0]["id"], "amount": int(certs[0]["amount"])},
@@ -161,7 +162,8 @@ def _flights(rng: Rng) -> tuple[Task, World]:
     entry = b.ensure_available(other["flight_number"], new_date)
     if entry["prices"][res["cabin"]] == res["flights"][0]["price"]:
         entry["prices"][res["cabin"]] += 11
-    card = user["payment_methods"][b.payment_ids(user, "credit_card")[0]]
+    # Any of the cards: the first listed, always, would be told by its place.
+    card = user["payment_methods"][rng.choice(b.payment_ids(user, "credit_card"))]
     world = b.build()
     back = res["flights"][1]
     request = (f"Please change reservation {res['reservation_id']}: replace the outbound flight with "

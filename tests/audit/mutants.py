@@ -108,6 +108,16 @@ KIT_MUTANTS = {
     "refuse_by_kind": REFUSABLE,
     # the status said in some message, and the conversation goes on: say them all in turn
     "candidate_answers": SERIAL,
+    # the order to cancel is always the first the customer's profile lists
+    "choice_positions": {
+        "tools": "TOOLS = {'retail': ['get_user_details', 'get_order_details', 'cancel_pending_order']}",
+        "order": ("order = b.add_order(user, status='pending')\n"
+                  "for _ in range(2):\n"
+                  "    b.add_order(user, status='delivered')"),
+        "user": ("pre.user(f'Please cancel my order that has not shipped, reason: {reason}. I confirm.')\n"
+                 "pre.lookup('get_user_details', user_id=user['user_id'])\n"
+                 "for oid in user['orders']:\n"
+                 "    pre.lookup('get_order_details', order_id=oid)")},
     # the refusal must state the order's status, but a forbidden order is always processed:
     # the oracle's refusal, sent unread, is right every time
     "guessed_facts": REFUSABLE_STATING,

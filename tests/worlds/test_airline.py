@@ -117,6 +117,28 @@ def test_booking_checks_the_payment_total_and_uses_fixed_ids():
         entry["available_seats"]["economy"] - 1
 
 
+def test_a_payment_method_listed_twice_is_an_error_not_a_crash():
+    """A certificate listed twice was deleted, then looked up again (KeyError); a gift card
+    listed twice paid more than its balance in parts that each fit."""
+    world, user, res = _world_with()
+    seg = res["flights"][0]
+    price = world.flights[seg["flight_number"]]["dates"][seg["date"]]["prices"]["economy"]
+    for source in ("certificate", "gift_card"):
+        method = next((p for p, m in user["payment_methods"].items() if m["source"] == source), None)
+        if method is None:
+            continue
+        fork = world.fork()
+        half = price // 2
+        out = run(fork, "book_reservation", user_id=user["user_id"], origin=seg["origin"],
+                  destination=seg["destination"], flight_type="one_way", cabin="economy",
+                  flights=[{"flight_number": seg["flight_number"], "date": seg["date"]}],
+                  passengers=[{"first_name": "A", "last_name": "B", "dob": "1990-01-01"}],
+                  payment_methods=[{"payment_id": method, "amount": half}, {"payment_id": method, "amount": price - half}],
+                  total_baggages=0, nonfree_baggages=0, insurance="no")
+        assert out.content == f"Error: Payment method {method} is listed more than once", out.content
+        assert fork == world
+
+
 def test_malformed_nested_records_are_errors_not_crashes():
     world, user, res = _world_with()
     fork = world.fork()

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from trace_gym.actions import parse_action
 from trace_gym.jsondata import canonical_json, sha256_json
+from trace_gym.rng import Rng
 from trace_gym.seeding import SPLITS
 from trace_gym.spaces import is_valid_message
-from trace_gym.testing import adversaries, candidates, guesses, policies
+from trace_gym.testing import adversaries, candidates, guesses, policies, positions
 from trace_gym.testing.leaks import lookup_leak, reset_fields
 from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.wording import MAX_GAIN, request_text, wording_leak
@@ -198,6 +199,9 @@ FAMILIES: dict[str, Family] = {
     "refuse_by_kind": Family(_named("refuse_by_kind"), on_average=True, seed_factor=5),
     "candidate_answers": Family(lambda: {n: pair[0] for n, pair in candidates.CANDIDATE_ADVERSARIES.items()},
                                 lambda: {n: pair[1] for n, pair in candidates.CANDIDATE_ADVERSARIES.items()}),
+    "choice_positions": Family(lambda: dict(positions.POSITION_ADVERSARIES),
+                               lambda: {n: positions.random_available for n in positions.POSITION_ADVERSARIES},
+                               on_average=True, seed_factor=10),
     "guessed_facts": Family(lambda: {n: guesses.GUESSED_VARIANTS[n] for n in guesses.KIT_VARIANTS},
                             on_average=True, cap=None, seed_factor=10),
 }
@@ -311,6 +315,38 @@ def candidate_answers(ref: EnvRef, s: KitSettings) -> str:
     summary after another until the customer says yes, earns no more than committing to
     the first candidate (`trace_gym.testing.candidates`)."""
     return bounded(ref, s, FAMILIES["candidate_answers"])
+
+
+def choice_positions(ref: EnvRef, s: KitSettings) -> str:
+    """Every list an agent chooses from (variants, flights, payment methods, orders) is
+    ordered independently of the answer: for each id the oracle's writes chose from a list
+    (`trace_gym.testing.positions.oracle_choices`), each position rule (first, second,
+    last, last available, ...) picks the answer, on the train and on the test seeds apart,
+    at most OVER_BASELINE more often than a random available pick would (or three standard
+    errors of that share, where a split has too few choices to tell 0.05). The kit counts
+    choices, not rewards: rewards of 0 or 1 over the few hundred seeds where a choice
+    exists differ by 0.05 by chance alone, where the picks over all of a split's choices
+    tell a leak from chance; `benchmarks/reward_integrity.py` plays the rules for their
+    rewards, against `random_available`, on ten times the seeds."""
+    env = ref.make()
+    family = FAMILIES["choice_positions"]
+    seeds = _seeds(s.adversary_seeds * family.seed_factor)
+    parts = []
+    for split in ("train", "test"):
+        choices = [c for seed in seeds if _split_of(seed) == split for c in positions.oracle_choices(env, seed)]
+        if not choices:
+            continue
+        chance = sum(positions.chance_of(c) for c in choices) / len(choices)
+        allowed = max(OVER_BASELINE, 3 * (chance * (1 - chance) / len(choices)) ** 0.5)
+        for name, rule in positions.RULES.items():
+            hits = sum(rule(c.candidates, Rng.from_seed(0)) == c.answer for c in choices) / len(choices)
+            if hits > chance + allowed:
+                _fail(f"the {name} rule picks the answer of {hits:.3f} of the {len(choices)} choices of the {split} "
+                      f"seeds, a random available pick {chance:.3f}; allowed: at most {allowed:.3f} more: a list "
+                      f"is ordered by its answer")
+            parts.append(f"{split} {name} {hits:.3f}")
+        parts.append(f"{split} random {chance:.3f} ({len(choices)} choices)")
+    return ", ".join(parts) if parts else "no write chooses an id from a list"
 
 
 def guessed_facts(ref: EnvRef, s: KitSettings) -> str:
@@ -556,6 +592,7 @@ PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "reset_leak": reset_leak,
     "candidate_answers": candidate_answers,
     "guessed_facts": guessed_facts,
+    "choice_positions": choice_positions,
     "refuse_by_kind": refuse_by_kind,
     "shotgun_writes": shotgun_writes,
     "failing_writes": failing_writes,

@@ -5,6 +5,10 @@ availability and prices, reservations priced and paid as the booking tool would)
 them consistent: every reservation's flights exist on its dates, its payments add up to its
 price, its user lists it. Task generators use the same builder to add the records a task
 needs next to distractors; `generate_world` makes a whole world of a given size.
+
+Lists an agent chooses from are in an order that says nothing of a task's answer: a user's
+payment methods are shuffled, and the finished world lists its flights (the order search
+results come in) shuffled, not in the order a task added them.
 """
 
 from __future__ import annotations
@@ -88,6 +92,13 @@ def _schedule(first_day: int, days: int) -> tuple[tuple[int, str, str], ...]:
     """(day, date, timestamp prefix) of each scheduled day: the same for every world of a
     size, and formatting them is a good part of a small world's cost."""
     return tuple((day, date_of(day), date_of(day) + "T") for day in range(first_day, first_day + days))
+
+
+def shuffled(rng: Rng, records: dict[str, Record]) -> dict[str, Record]:
+    """The records, keyed as they are, in a random order."""
+    items = list(records.items())
+    rng.shuffle(items)
+    return dict(items)
 
 
 class AirlineBuilder:
@@ -212,7 +223,9 @@ class AirlineBuilder:
             "address": people.address(rng),
             "email": f"{first.lower()}.{last.lower()}{rng.digits(4)}@example.com",
             "dob": people.birth_date(rng),
-            "payment_methods": methods,
+            # Made cards first, then gift card and certificate: in that order, a method's
+            # position would tell which kind a task asks for.
+            "payment_methods": shuffled(rng, methods),
             "saved_passengers": saved,
             "membership": membership or rng.choice(("regular", "regular", "silver", "gold")),
             "reservations": [],
@@ -281,7 +294,9 @@ class AirlineBuilder:
         if created_hours_ago is None:
             created_hours_ago = rng.integer(30, 24 * 20)
         created = _hours_before_now(created_hours_ago)
-        card = self.payment_ids(user, "credit_card")[0]
+        # Any of the user's cards, not the first listed: paid always with the first, the other
+        # card a task asks for would sit after it.
+        card = rng.choice(self.payment_ids(user, "credit_card"))
         rid = people.unique_id(rng, self._ids, lambda r: r.letters(6, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
         reservation = {
             "reservation_id": rid,
@@ -323,7 +338,10 @@ class AirlineBuilder:
         self.world.flights[flight_number]["dates"][date] = {"status": status}
 
     def build(self) -> AirlineWorld:
-        """The finished world, frozen: later writes go through forks."""
+        """The finished world, frozen: later writes go through forks. Its flights are
+        shuffled: a task adds the flight it needs (or one that makes a route's earliest or
+        latest) after the network's, and search results list flights in table order."""
+        self.world.tables["flights"] = shuffled(self.rng, self.world.flights)
         self.world.freeze()
         return self.world
 

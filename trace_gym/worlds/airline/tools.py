@@ -195,10 +195,14 @@ def book_reservation(world: AirlineWorld, user_id: str, origin: str, destination
     if insurance == "yes":
         total += INSURANCE_FEE * len(passengers)
     total += BAG_FEE * nonfree_baggages
+    listed: set[Any] = set()
     for p in payments:
         method = user["payment_methods"].get(p["payment_id"])
         if method is None:
             raise ToolError(f"Payment method {p['payment_id']} not found")
+        if p["payment_id"] in listed:  # twice, each part within a balance the sum exceeds
+            raise ToolError(f"Payment method {p['payment_id']} is listed more than once")
+        listed.add(p["payment_id"])
         if method["source"] in ("gift_card", "certificate") and method["amount"] < p["amount"]:
             raise ToolError(f"Not enough balance in payment method {p['payment_id']}")
     paid = sum(p["amount"] for p in payments)

@@ -4,6 +4,10 @@
 payment methods, and orders whose items are real variants, whose payments add up and whose
 fulfilments match their status. Task generators add the records a task needs through the
 same builder; `generate_world` makes a whole world of a given size.
+
+Lists an agent chooses from are in an order that says nothing of a task's answer: a variant
+a task adds takes a random place among the product's variants, and a user's payment methods
+are shuffled.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ class RetailWorldSize:
         need("products", 3 <= self.products <= len(CATALOGUE), f"must be in 3..{len(CATALOGUE)}")
         need("variants", 3 <= self.variants <= 12, "must be in 3..12")
         need("orders_per_user", 0 <= self.orders_per_user <= 10, "must be in 0..10")
+
+
+def shuffled(rng: Rng, records: dict[str, Record]) -> dict[str, Record]:
+    """The records, keyed as they are, in a random order."""
+    items = list(records.items())
+    rng.shuffle(items)
+    return dict(items)
 
 
 class RetailBuilder:
@@ -87,8 +98,9 @@ class RetailBuilder:
         return product
 
     def add_variant(self, product: Record, options: dict[str, str], available: bool | None = True) -> Record:
-        """A variant with exactly these options (for a task that needs one to exist). An
-        existing one is made `available` as asked; None leaves it as it is."""
+        """A variant with exactly these options (for a task that needs one to exist), at a
+        random place among the product's variants. An existing one is made `available` as
+        asked (None leaves it as it is) and stays where it is."""
         for v in product["variants"].values():
             if v["options"] == options:
                 if available is not None:
@@ -100,7 +112,11 @@ class RetailBuilder:
         item_id = people.unique_id(self.rng, self._ids, lambda r: r.digits(10))
         variant = {"item_id": item_id, "options": dict(options), "available": available,
                    "price": round(base * (0.8 + 0.4 * self.rng.random()), 2)}
-        product["variants"][item_id] = variant
+        # At a random place, not appended: a task adds the variant it needs and then its near
+        # misses, so the end of the list would tell an agent which one is right.
+        variants = list(product["variants"].items())
+        variants.insert(self.rng.below(len(variants) + 1), (item_id, variant))
+        product["variants"] = dict(variants)
         return variant
 
     # -- users ---------------------------------------------------------------------
@@ -126,7 +142,9 @@ class RetailBuilder:
             "name": {"first_name": first, "last_name": last},
             "address": people.address(rng),
             "email": f"{first.lower()}.{last.lower()}{rng.digits(4)}@example.com",
-            "payment_methods": methods,
+            # Made card first, then PayPal and gift card: in that order, a method's position
+            # would tell which kind a task asks for.
+            "payment_methods": shuffled(rng, methods),
             "orders": [],
         }
         self.world.insert("users", user_id, user)
