@@ -289,9 +289,9 @@ def test_a_declined_summary_fails_strict_scoring_and_two_end_the_call():
                     assert once == 0.0 and not summaries["passed"], (env_id, seed, info["verdict"])
                 else:
                     assert once == 1.0 and summaries is None, (env_id, seed, info["verdict"])
-                obs, _ = env.reset(seed=seed)
+                env.reset(seed=seed)
                 for _ in range(2):
-                    obs, reward, terminated, truncated, info = env.step(text)
+                    _, reward, terminated, _, info = env.step(text)
                 assert terminated and info["termination_reason"] == "user_stop" and reward == 0.0
                 checked += 1
             assert checked > 10, (env_id, strict)

@@ -11,7 +11,7 @@ variant a task needs sits in its product's list.
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 
 import gymnasium as gym
 import pytest
@@ -39,7 +39,7 @@ def _seeds(split: str, n: int) -> list[int]:
     return [seeds[i * 7919 % len(seeds)] for i in range(n)] if split == "train" else list(seeds[:n])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mean_rewards(env: str, split: str) -> dict[str, float]:
     """Each player's mean reward over the seeds the baseline applies to (the same seeds for
     every rule: whether an id was a choice does not depend on the rule)."""

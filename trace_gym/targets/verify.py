@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from trace_gym.jsondata import json_equal
-from trace_gym.messages import Message, assistant_texts, call_arguments
+from trace_gym.messages import Message, call_arguments
 from trace_gym.statements import names_rule, states, told_alone
 from trace_gym.targets.task import Request, TargetTask
 from trace_gym.targets.user import DECLINE, YES, follow_up

@@ -25,20 +25,20 @@ from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
 from trace_gym.rng import Rng
 from trace_gym.statements import FLIGHT_STATUSES
-from trace_gym.tools import ToolKind
 from trace_gym.testing.adversaries import (
     ASK_PLAINLY,
     DO_NOTHING,
     READ_TURNS,
     Adversary,
+    _message,
     _names_no_id,
     _new_reads,
-    _message,
     ids_in_view,
     play_script,
     requests_of,
     usual_refusals,
 )
+from trace_gym.tools import ToolKind
 
 STATUS_WORDS = (*FLIGHT_STATUSES, "pending", "processed", "delivered", "exchange requested", "return requested")
 """Every status a message could claim (flight and order statuses)."""

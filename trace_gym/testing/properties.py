@@ -24,8 +24,8 @@ from trace_gym.rng import Rng
 from trace_gym.seeding import SPLITS
 from trace_gym.spaces import is_valid_message
 from trace_gym.testing import adversaries, candidates, guesses, policies, positions
-from trace_gym.testing.leaks import lookup_leak, reset_fields
 from trace_gym.testing.envref import EnvRef
+from trace_gym.testing.leaks import lookup_leak, reset_fields
 from trace_gym.testing.wording import MAX_GAIN, request_text, wording_leak
 from trace_gym.tools import ToolKind
 from trace_gym.worlds import airline, retail

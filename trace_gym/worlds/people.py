@@ -1,6 +1,8 @@
-"""Pools of names and addresses shared by the domain generators."""
+"""Pools of names and addresses, and the draws of ids and orders, shared by the domain generators."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from trace_gym.rng import Rng
 
@@ -68,3 +70,11 @@ def unique_id(rng: Rng, taken: set[str], make) -> str:
             taken.add(value)
             return value
     raise RuntimeError(f"no free id left after 10,000 draws ({len(taken)} taken)")
+
+
+def shuffled(rng: Rng, records: dict[str, Any]) -> dict[str, Any]:
+    """The records, keyed as they are, in a random order: a list an agent chooses from must
+    not be in the order a task added its records (the one it needs first, or last)."""
+    items = list(records.items())
+    rng.shuffle(items)
+    return dict(items)

@@ -94,13 +94,6 @@ def _schedule(first_day: int, days: int) -> tuple[tuple[int, str, str], ...]:
     return tuple((day, date_of(day), date_of(day) + "T") for day in range(first_day, first_day + days))
 
 
-def shuffled(rng: Rng, records: dict[str, Record]) -> dict[str, Record]:
-    """The records, keyed as they are, in a random order."""
-    items = list(records.items())
-    rng.shuffle(items)
-    return dict(items)
-
-
 class AirlineBuilder:
     """Adds consistent records to a new airline world."""
 
@@ -225,7 +218,7 @@ class AirlineBuilder:
             "dob": people.birth_date(rng),
             # Made cards first, then gift card and certificate: in that order, a method's
             # position would tell which kind a task asks for.
-            "payment_methods": shuffled(rng, methods),
+            "payment_methods": people.shuffled(rng, methods),
             "saved_passengers": saved,
             "membership": membership or rng.choice(("regular", "regular", "silver", "gold")),
             "reservations": [],
@@ -341,7 +334,7 @@ class AirlineBuilder:
         """The finished world, frozen: later writes go through forks. Its flights are
         shuffled: a task adds the flight it needs (or one that makes a route's earliest or
         latest) after the network's, and search results list flights in table order."""
-        self.world.tables["flights"] = shuffled(self.rng, self.world.flights)
+        self.world.tables["flights"] = people.shuffled(self.rng, self.world.flights)
         self.world.freeze()
         return self.world
 

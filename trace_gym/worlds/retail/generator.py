@@ -44,13 +44,6 @@ class RetailWorldSize:
         need("orders_per_user", 0 <= self.orders_per_user <= 10, "must be in 0..10")
 
 
-def shuffled(rng: Rng, records: dict[str, Record]) -> dict[str, Record]:
-    """The records, keyed as they are, in a random order."""
-    items = list(records.items())
-    rng.shuffle(items)
-    return dict(items)
-
-
 class RetailBuilder:
     """Adds consistent records to a new retail world."""
 
@@ -144,7 +137,7 @@ class RetailBuilder:
             "email": f"{first.lower()}.{last.lower()}{rng.digits(4)}@example.com",
             # Made card first, then PayPal and gift card: in that order, a method's position
             # would tell which kind a task asks for.
-            "payment_methods": shuffled(rng, methods),
+            "payment_methods": people.shuffled(rng, methods),
             "orders": [],
         }
         self.world.insert("users", user_id, user)
