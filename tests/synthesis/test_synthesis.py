@@ -18,7 +18,8 @@ from trace_gym.cli import main
 from trace_gym.synthesis import extract_code
 from trace_gym.testing import KitSettings
 
-FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60)
+FAST = KitSettings(examples=10, oracle_seeds=10, episodes=20, soundness_seeds=4, distinct_seeds=60,
+                   adversary_seeds=24, wording_seeds=300, gold_seeds=40)
 TIGHT = Limits(cpu_seconds=8, memory_bytes=2 * 2**30, wall_seconds=40)
 NAME = "checking_rules_first"
 
