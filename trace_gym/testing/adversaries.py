@@ -592,38 +592,48 @@ READ_TURNS = 3
 """Read turns before each refusal: enough to go from an email to the user, to their records."""
 
 
-def refuse_by_kind(env: TraceEnv, seed: int) -> float | None:
-    """Refuses every request with its kind's usual refusal (`usual_refusals`) without
-    checking a record: for each request, asks who the customer is and what it is about when
-    their last message names no id, reads every record in view (up to READ_TURNS turns of
-    calls not made before: a verifier that wants a lookup gets one), then refuses. None on
+def refusing_after_reads(between: Callable[[list], list[str]] | None = None) -> Adversary:
+    """An adversary that refuses every request with its kind's usual refusal
+    (`usual_refusals`) without checking a record: for each request, asks who the customer
+    is and what it is about when their last message names no id, reads every record in
+    view (up to READ_TURNS turns of calls not made before: a verifier that wants a lookup
+    gets one), sends the replies `between(obs)` gives, one per turn, then refuses. None on
     seeds whose requests are of no kind ever refused."""
-    refusals = usual_refusals(env)
-    env.reset(seed=seed)
-    kinds = [r.get("kind") for r in requests_of(env.task.to_json())]
-    if not any(k in refusals for k in kinds if isinstance(k, str)):
-        return None
-    replies = [refusals.get(k, DO_NOTHING) if isinstance(k, str) else DO_NOTHING for k in kinds]
-    rng = Rng.from_seed(seed)
-    state = {"request": 0, "phase": 0}
-    done: set[str] = set()
+    def adversary(env: TraceEnv, seed: int) -> float | None:
+        refusals = usual_refusals(env)
+        env.reset(seed=seed)
+        kinds = [r.get("kind") for r in requests_of(env.task.to_json())]
+        if not any(k in refusals for k in kinds if isinstance(k, str)):
+            return None
+        replies = [refusals.get(k, DO_NOTHING) if isinstance(k, str) else DO_NOTHING for k in kinds]
+        rng = Rng.from_seed(seed)
+        state: dict[str, Any] = {"request": 0, "phase": 0, "queue": None}
+        done: set[str] = set()
 
-    def script(e: TraceEnv, obs: list, turn: int) -> Any:
-        phase = state["phase"]
-        if phase == 0:
-            state["phase"] = 1
-            if _names_no_id(obs):
-                return ASK_PLAINLY
-        if state["phase"] <= READ_TURNS:
-            state["phase"] += 1
-            calls = _new_reads(e, obs, rng, done)
-            if calls:
-                return _message(calls)
-        state["phase"] = 0
-        reply = replies[min(state["request"], len(replies) - 1)]
-        state["request"] += 1
-        return reply
-    return play_script(env, seed, script)
+        def script(e: TraceEnv, obs: list, turn: int) -> Any:
+            if state["phase"] == 0:
+                state["phase"] = 1
+                if _names_no_id(obs):
+                    return ASK_PLAINLY
+            if state["phase"] <= READ_TURNS:
+                state["phase"] += 1
+                calls = _new_reads(e, obs, rng, done)
+                if calls:
+                    return _message(calls)
+                state["phase"] = READ_TURNS + 1
+            if state["queue"] is None:
+                state["queue"] = list(between(obs)) if between is not None else []
+            if state["queue"]:
+                return state["queue"].pop(0)
+            state.update(phase=0, queue=None)
+            reply = replies[min(state["request"], len(replies) - 1)]
+            state["request"] += 1
+            return reply
+        return play_script(env, seed, script)
+    return adversary
+
+
+refuse_by_kind = refusing_after_reads()
 
 
 ADVERSARIES: dict[str, Adversary] = {

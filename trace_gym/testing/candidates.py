@@ -23,21 +23,8 @@ from typing import Any
 
 from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
-from trace_gym.rng import Rng
 from trace_gym.statements import FLIGHT_STATUSES
-from trace_gym.testing.adversaries import (
-    ASK_PLAINLY,
-    DO_NOTHING,
-    READ_TURNS,
-    Adversary,
-    _message,
-    _names_no_id,
-    _new_reads,
-    ids_in_view,
-    play_script,
-    requests_of,
-    usual_refusals,
-)
+from trace_gym.testing.adversaries import Adversary, ids_in_view, refusing_after_reads
 from trace_gym.tools import ToolKind
 
 STATUS_WORDS = (*FLIGHT_STATUSES, "pending", "processed", "delivered", "exchange requested", "return requested")
@@ -90,44 +77,13 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def _serial(limit: int, reverse: bool = False) -> Adversary:
-    """For each request: asks who the customer is when their last message names no id,
-    reads every record in view (up to READ_TURNS turns), states up to `limit` candidate
-    values one per message (`candidate_values`, reversed if asked), then refuses with the
-    kind's usual refusal (`usual_refusals`). None on seeds with no request of a kind ever
-    refused."""
-    def adversary(env: TraceEnv, seed: int) -> float | None:
-        refusals = usual_refusals(env)
-        env.reset(seed=seed)
-        kinds = [r.get("kind") for r in requests_of(env.task.to_json())]
-        if not any(k in refusals for k in kinds if isinstance(k, str)):
-            return None
-        replies = [refusals.get(k, DO_NOTHING) if isinstance(k, str) else DO_NOTHING for k in kinds]
-        rng = Rng.from_seed(seed)
-        state: dict[str, Any] = {"request": 0, "phase": 0, "queue": None}
-        done: set[str] = set()
-
-        def script(e: TraceEnv, obs: list, turn: int) -> Any:
-            if state["phase"] == 0:
-                state["phase"] = 1
-                if _names_no_id(obs):
-                    return ASK_PLAINLY
-            if state["phase"] <= READ_TURNS:
-                state["phase"] += 1
-                calls = _new_reads(e, obs, rng, done)
-                if calls:
-                    return _message(calls)
-                state["phase"] = READ_TURNS + 1
-            if state["queue"] is None:
-                values = candidate_values(obs)
-                state["queue"] = (values[::-1] if reverse else values)[:limit]
-            if state["queue"]:
-                return f"It is {state['queue'].pop(0)}.{KEEP_TALKING}"
-            state.update(phase=0, queue=None)
-            reply = replies[min(state["request"], len(replies) - 1)]
-            state["request"] += 1
-            return reply
-        return play_script(env, seed, script)
-    return adversary
+    """For each request: asks who the customer is, reads every record in view, states up to
+    `limit` candidate values one per message (`candidate_values`, reversed if asked), then
+    refuses with the kind's usual refusal (`adversaries.refusing_after_reads`)."""
+    def statements(obs: list) -> list[str]:
+        values = candidate_values(obs)
+        return [f"It is {v}.{KEEP_TALKING}" for v in (values[::-1] if reverse else values)[:limit]]
+    return refusing_after_reads(statements)
 
 
 serial_statements = _serial(MAX_CANDIDATES)

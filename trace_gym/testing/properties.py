@@ -365,23 +365,13 @@ def reset_leak(ref: EnvRef, s: KitSettings) -> str:
     fields, fitted on `wording_seeds` train seeds, predicts the decision of as many test
     seeds no better than the majority class plus MAX_GAIN."""
     env = ref.make()
-    train, test = SPLITS["train"], SPLITS["test"]
-    fitted = reset_fields(env, [train[i * 7919 % len(train)] for i in range(s.wording_seeds)])
-    scored = reset_fields(env, [test[i] for i in range(s.wording_seeds)])
-    if not fitted or not scored:
-        return "no task has a decision to infer from the records"
-    result = lookup_leak(fitted, scored)
-    if result.gain > MAX_GAIN:
-        _fail(f"what the agent sees at reset gives the decision away: {result.describe()}; allowed: at most "
-              f"{MAX_GAIN:+.2f} over the majority class")
-    return result.describe()
+    return _decision_leak(s, lambda seeds: reset_fields(env, seeds), lookup_leak, "what the agent sees at reset")
 
 
 def wording_only(ref: EnvRef, s: KitSettings) -> str:
     """The request's words alone may not tell the task's decision (`task.to_json()["decision"]`)
     better than the majority class by more than MAX_GAIN of the test tasks."""
     env = ref.make()
-    train, test = SPLITS["train"], SPLITS["test"]
 
     def tasks(seeds: list[int]) -> list[tuple[str, str]]:
         out = []
@@ -392,13 +382,21 @@ def wording_only(ref: EnvRef, s: KitSettings) -> str:
                 out.append((request_text(obs), canonical_json(decision)))
         return out
 
-    fitted = tasks([train[i * 7919 % len(train)] for i in range(s.wording_seeds)])
-    scored = tasks([test[i] for i in range(s.wording_seeds)])
+    return _decision_leak(s, tasks, wording_leak, "the request's wording")
+
+
+def _decision_leak(s: KitSettings, collect: Callable[[list[int]], list[Any]], judge: Callable[[list, list], Any],
+                   what: str) -> str:
+    """Fit `judge` on what `collect` gives for `wording_seeds` train seeds, score it on as
+    many test seeds: it may not beat the majority class by more than MAX_GAIN."""
+    train, test = SPLITS["train"], SPLITS["test"]
+    fitted = collect([train[i * 7919 % len(train)] for i in range(s.wording_seeds)])
+    scored = collect([test[i] for i in range(s.wording_seeds)])
     if not fitted or not scored:
         return "no task has a decision to infer from the records"
-    result = wording_leak(fitted, scored)
+    result = judge(fitted, scored)
     if result.gain > MAX_GAIN:
-        _fail(f"the request's wording gives the decision away: {result.describe()}; allowed: at most "
+        _fail(f"{what} gives the decision away: {result.describe()}; allowed: at most "
               f"{MAX_GAIN:+.2f} over the majority class")
     return result.describe()
 
