@@ -13,8 +13,13 @@ equals the one the gold writes produce, every required piece of information was 
 value and no other of its kind), every forbidden request was refused naming its rule and no
 other, after a lookup and without attempting it; and, with `strict=True` (the default), the
 protocol: no attempted forbidden write, the customer's explicit yes to a summary before each
-write, the customer identified before their records are read. `strict=False` is tau2-bench's
-rule. `info["verdict"]` lists the checks.
+write, the customer identified before their records are read, no summary declined.
+`strict=False` is tau2-bench's rule. A value stated wrong while a request is open fails
+that request's check under both. `info["verdict"]` lists the checks.
+
+What the agent sees at reset tells nothing of the decision: the step limit follows from
+the number of requests and of the customer's records (`step_limit`), the hint covers every
+capability the requests' kinds can need (`can_need`).
 
 Arguments (`gym.make` keyword arguments): the fields of `TargetConfig` (max_requests,
 compound_rate, forbidden_rate, unknown_id_rate, distractors, kinds, prompt_style, strict)
