@@ -19,6 +19,7 @@ the phrases below are the ones a customer service agent naturally uses.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from trace_gym.statements import states
@@ -83,7 +84,7 @@ class UserTurn:
 class ScriptedUser:
     """One customer for one task; call `respond` with each reply the agent sends."""
 
-    def __init__(self, task: TargetTask, records: list[str] = ()) -> None:
+    def __init__(self, task: TargetTask, records: Iterable[str] = ()) -> None:
         self.task = task
         self.records = tuple(records)
         """Ids of the customer's records (reservations, orders): a summary naming one that is

@@ -97,6 +97,14 @@ def leaves(messages: list[dict[str, Any]]) -> list[tuple[str | None, Any]]:
     return out
 
 
+def shape_of(token: str) -> str:
+    """A letter as 'A', a digit as '9' ('HAT123' -> 'AAA999'): ids of one kind share it."""
+    return _DIGIT.sub("9", _LETTER.sub("A", token))
+
+
+_DIGIT, _LETTER = re.compile(r"\d"), re.compile(r"[A-Za-z]")
+
+
 def ids_in_view(messages: list[dict[str, Any]]) -> list[str]:
     """Every id-like string of the conversation (a word with a digit, no space), from what
     the customer said, the tool results and the calls, in order of appearance."""

@@ -24,7 +24,7 @@ from typing import Any
 from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
 from trace_gym.statements import FLIGHT_STATUSES
-from trace_gym.testing.adversaries import Adversary, ids_in_view, refusing_after_reads
+from trace_gym.testing.adversaries import Adversary, ids_in_view, refusing_after_reads, shape_of
 from trace_gym.tools import ToolKind
 
 STATUS_WORDS = (*FLIGHT_STATUSES, "pending", "processed", "delivered", "exchange requested", "return requested")
@@ -88,14 +88,15 @@ def _serial(limit: int, reverse: bool = False) -> Adversary:
 
 serial_statements = _serial(MAX_CANDIDATES)
 serial_statements_reversed = _serial(MAX_CANDIDATES, reverse=True)
-first_statement = _serial(1)
+_first_statement = _serial(1)
+
+
+def first_statement(env: TraceEnv, seed: int) -> float | None:
+    """The baseline of the serial statements: the same agent, stating only its first value."""
+    return _first_statement(env, seed)
 
 
 # -- candidate summaries ---------------------------------------------------------------
-
-def _shape(value: str) -> str:
-    return "".join("9" if c.isdigit() else "a" if c.isalpha() else c for c in value.upper())
-
 
 def record_ids(messages: list[dict[str, Any]]) -> list[str]:
     """The ids in view that name records: letters and digits both (a date, an amount or a
@@ -106,8 +107,8 @@ def record_ids(messages: list[dict[str, Any]]) -> list[str]:
 def siblings(record_id: str, messages: list[dict[str, Any]]) -> list[str]:
     """The record ids in view of `record_id`'s shape (its length, digits and letters in the
     same places), in order of appearance: the candidates an agent could mean."""
-    shape = _shape(record_id)
-    return [i for i in record_ids(messages) if _shape(i) == shape]
+    shape = shape_of(record_id)
+    return [i for i in record_ids(messages) if shape_of(i) == shape]
 
 
 def _swap(action: Any, old: str, new: str) -> Any:
@@ -167,7 +168,13 @@ def _writes(env: TraceEnv, action: Any) -> bool:
 
 
 candidate_summaries = _summaries(first_only=False)
-first_summary = _summaries(first_only=True)
+_first_summary = _summaries(first_only=True)
+
+
+def first_summary(env: TraceEnv, seed: int) -> float | None:
+    """The baseline of the candidate summaries: the oracle committed to the first record of
+    the shape in view, up to the next write."""
+    return _first_summary(env, seed)
 
 CANDIDATE_ADVERSARIES: dict[str, tuple[Adversary, Adversary]] = {
     "serial_statements": (serial_statements, first_statement),

@@ -50,7 +50,7 @@ from typing import Any
 from trace_gym.actions import parse_action
 from trace_gym.env import TraceEnv
 from trace_gym.seeding import SPLITS
-from trace_gym.testing.adversaries import DO_NOTHING, FIT_SEEDS, Adversary, leaves, play_script, requests_of
+from trace_gym.testing.adversaries import DO_NOTHING, FIT_SEEDS, Adversary, leaves, play_script, requests_of, shape_of
 from trace_gym.tools import ToolKind
 
 OFFSETS = range(-6, 7)
@@ -141,11 +141,6 @@ class SaidToken:
     @property
     def label(self) -> str:
         return f"{{{self.shape}#{self.index}}}"
-
-
-def shape_of(token: str) -> str:
-    """A letter as 'A', a digit as '9' ('HAT123' -> 'AAA999')."""
-    return re.sub(r"\d", "9", re.sub(r"[A-Za-z]", "A", token))
 
 
 @dataclass(frozen=True)

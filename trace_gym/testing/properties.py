@@ -338,8 +338,9 @@ def choice_positions(ref: EnvRef, s: KitSettings) -> str:
             continue
         chance = sum(positions.chance_of(c) for c in choices) / len(choices)
         allowed = max(OVER_BASELINE, 3 * (chance * (1 - chance) / len(choices)) ** 0.5)
+        unused = Rng.from_seed(0)  # the position rules draw nothing
         for name, rule in positions.RULES.items():
-            hits = sum(rule(c.candidates, Rng.from_seed(0)) == c.answer for c in choices) / len(choices)
+            hits = sum(rule(c.candidates, unused) == c.answer for c in choices) / len(choices)
             if hits > chance + allowed:
                 _fail(f"the {name} rule picks the answer of {hits:.3f} of the {len(choices)} choices of the {split} "
                       f"seeds, a random available pick {chance:.3f}; allowed: at most {allowed:.3f} more: a list "
