@@ -1,7 +1,7 @@
 """Oracle episodes per second of a generated env in the sandboxed env worker, beside the same
 env in-process, on one core.
 
-    python benchmarks/worker_throughput.py [--episodes 400] [--repeats 5] [--isolation auto]
+    python benchmarks/worker_throughput.py [--episodes 400] [--repeats 5] [--isolation bubblewrap]
 
 Each env module runs twice: in this process through `gym.make` (as a shipped env runs), and
 loaded as a generated module by an env worker behind `RemoteEnv` (as every generated env runs
@@ -53,7 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--isolation", default="auto", choices=["auto", "bubblewrap", "fallback"])
+    parser.add_argument("--isolation", default="bubblewrap", choices=["bubblewrap", "fallback"])
     args = parser.parse_args()
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # one core, inherited by the worker
     load = os.getloadavg()[0]

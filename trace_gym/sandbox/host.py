@@ -43,7 +43,13 @@ def load_module(path: str, sha256: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = path
     sys.modules[name] = module
-    exec(compile(code, path, "exec", dont_inherit=True), module.__dict__)  # the module under audit, sandboxed
+    try:
+        # Compiled from the UTF-8 text the static rules read, never from the bytes: a coding
+        # declaration (`# -*- coding: unicode_escape -*-`) cannot make it other code.
+        text = code.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    exec(compile(text, path, "exec", dont_inherit=True), module.__dict__)  # the module under audit, sandboxed
     return module
 
 

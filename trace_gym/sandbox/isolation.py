@@ -1,20 +1,23 @@
 """How an env worker process is isolated from the machine.
 
-Two levels, and the caller is told which one it got:
+Generated code runs under **bubblewrap** (`bwrap`, Debian package `bubblewrap`) unless the
+fallback is asked for by name: the worker runs in new user, network, PID, IPC, UTS and
+cgroup namespaces as an unprivileged user with no capabilities; it sees the interpreter, the
+shared libraries, site-packages and trace_gym's own sources read-only, the module under
+audit read-only, and nothing else of the file system; its only writable path is a private
+tmpfs at /tmp. It dies with its parent, and every program it starts lives in its PID
+namespace, so nothing it started outlives it. The process limits below apply on top.
 
-- **bubblewrap** (`bwrap`, Debian package `bubblewrap`): the worker runs in new user,
-  network, PID, IPC, UTS and cgroup namespaces as an unprivileged user with no
-  capabilities; it sees the interpreter, the shared libraries, site-packages and trace_gym's
-  own sources read-only, the module under audit read-only, and nothing else of the file
-  system; its only writable path is a private tmpfs at /tmp; it dies with its parent. The
-  process limits below apply on top.
-- **fallback**, where bubblewrap is missing or cannot create namespaces (a container that
-  forbids them): a separate process with the same limits, a new network namespace when
-  `unshare -n` works, and an audit hook (PEP 578) that refuses sockets, programs and file
-  writes made through Python's own functions. The hook is not a boundary: code that
-  reaches a C function without an audit event (`_posixsubprocess.fork_exec`, a program it
-  starts) passes it. The report says when this level was used; `--require-isolation`
-  refuses to pass without bubblewrap.
+Where bubblewrap cannot run, making a worker raises `IsolationUnavailable`, saying how to
+install it. The **fallback** (mode 'fallback': `--isolation fallback` or
+`TRACE_GYM_ISOLATION=fallback`) runs only when asked for: a separate process in its own
+session with the same limits, killed with its parent, a new network namespace when
+`unshare -n` works, and an audit hook (PEP 578) that refuses sockets, programs and file
+writes made through Python's own functions. It is not a boundary: code that reaches a C
+function without an audit event (`_posixsubprocess.fork_exec`, a program it starts) passes
+the hook, reads what the user can read, and a program that leaves the worker's session
+outlives it. The audit lock records the isolation an env was audited under, and an entry
+made under the fallback holds only where the fallback is asked for again.
 
 Limits, in both levels: CPU time (RLIMIT_CPU, optional: a training worker lives long),
 address space (RLIMIT_AS), no file writes (RLIMIT_FSIZE 0), no core dumps; a wall-clock
@@ -23,10 +26,13 @@ bound per request is the caller's (`trace_gym.sandbox.pool`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib.util
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,12 +41,16 @@ from pathlib import Path
 
 from trace_gym.errors import InvalidConfig, TraceGymError
 
-MODES = ("auto", "bubblewrap", "fallback")
+MODES = ("bubblewrap", "fallback")
+INSTALL_HINT = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap), or, knowing that it is "
+                "not a boundary, ask for the fallback isolation by name: --isolation fallback or "
+                "TRACE_GYM_ISOLATION=fallback")
 WORKER_MODULE = "trace_gym.sandbox.worker"
 
 
 class IsolationUnavailable(TraceGymError):
-    """Bubblewrap was required (`--require-isolation`, mode 'bubblewrap') but cannot run here."""
+    """Bubblewrap cannot run here and the fallback was not asked for (or was refused by
+    `require`); the message says why and how to install it."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +103,13 @@ class Isolation:
                 "hook refusing sockets, programs and file writes made through Python")
 
 
-def resolve(mode: str = "auto", require: bool = False) -> Isolation:
-    """The isolation a worker started now gets, for a requested mode ('auto' uses bubblewrap
-    where it works). With `require`, or mode 'bubblewrap', an unusable bubblewrap raises
-    IsolationUnavailable saying why."""
+def resolve(mode: str = "bubblewrap", require: bool = False) -> Isolation:
+    """The isolation a worker started now gets. Mode 'bubblewrap' (the default) raises
+    IsolationUnavailable, saying why and how to install it, where bubblewrap cannot run;
+    'fallback' is the fallback isolation, refused with `require`."""
     if mode not in MODES:
-        raise InvalidConfig(f"isolation mode {mode!r} is invalid; allowed: {', '.join(MODES)}")
+        raise InvalidConfig(f"isolation mode {mode!r} is invalid; allowed: {', '.join(MODES)} (the fallback "
+                            "runs only when asked for by name)")
     if mode == "fallback":
         if require:
             raise IsolationUnavailable("isolation is required, and the fallback isolation was asked for")
@@ -106,14 +117,13 @@ def resolve(mode: str = "auto", require: bool = False) -> Isolation:
     ok, why = bubblewrap_status()
     if ok:
         return Isolation("bubblewrap", True)
-    if require or mode == "bubblewrap":
-        raise IsolationUnavailable(f"bubblewrap isolation is required but cannot run here: {why}")
-    return Isolation("fallback", _unshare_works(), why)
+    raise IsolationUnavailable(f"generated env code runs only under bubblewrap, which cannot run here ({why}): "
+                               f"{INSTALL_HINT}")
 
 
 def env_mode() -> str:
-    """The mode named by TRACE_GYM_ISOLATION (default 'auto')."""
-    mode = os.environ.get("TRACE_GYM_ISOLATION", "auto")
+    """The mode named by TRACE_GYM_ISOLATION (default 'bubblewrap')."""
+    mode = os.environ.get("TRACE_GYM_ISOLATION", "bubblewrap")
     if mode not in MODES:
         raise InvalidConfig(f"TRACE_GYM_ISOLATION={mode!r} is invalid; allowed: {', '.join(MODES)}")
     return mode
@@ -230,13 +240,17 @@ def worker_command(isolation: Isolation, readable: tuple[str, ...] = (), env: di
     return Command(argv, child_env, cwd, cleanup=cwd)
 
 
-def apply_limits(limits: Limits) -> None:
-    """Set the worker's rlimits; runs in the child between fork and exec."""
-    import resource
+_PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here: nothing is imported between fork and exec
 
+
+def apply_limits(limits: Limits) -> None:
+    """Set the worker's rlimits, and have it killed when its parent dies (so a worker never
+    outlives the process that drives it); runs in the child between fork and exec."""
     if limits.cpu_seconds is not None:
         cpu = int(limits.cpu_seconds)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

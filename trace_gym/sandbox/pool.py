@@ -6,6 +6,10 @@ Every request has a wall-clock bound (`Limits.request_seconds`, and the pool's w
 budget when it has one); a worker that overruns it, dies, or answers something that is not
 the protocol is killed and marked lost with the reason in words. The pool starts a fresh
 worker for the next env that needs one.
+
+Every answer is hostile until read: at most `MAX_ANSWER_BYTES` a line, JSON nested at most
+`MAX_DEPTH` deep, and no number that is not finite (NaN, Infinity, 1e999); a worker that
+breaks any of these is killed, and what it sent is never used.
 """
 
 from __future__ import annotations
@@ -24,13 +28,65 @@ from collections import deque
 from typing import Any
 
 from trace_gym.errors import EpisodeError, InvalidConfig, TraceGymError
-from trace_gym.jsondata import loads
 from trace_gym.sandbox.isolation import Isolation, Limits, apply_limits, env_mode, resolve, worker_command
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
-MAX_ANSWER_BYTES = 64 * 2**20
-"""The longest answer line a worker may send."""
+MAX_ANSWER_BYTES = 4 * 2**20
+"""The longest answer line a worker may send (an episode's answers are a few kilobytes)."""
+MAX_DEPTH = 64
+"""The deepest nesting of lists and objects an answer may have (a tool schema nests about 8)."""
 _STDERR_TAIL = 8192
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value - value != 0.0:  # inf or nan
+        raise _NotFinite(text)
+    return value
+
+
+def _not_a_number(text: str) -> Any:
+    raise _NotFinite(text)
+
+
+_scan_answer = json.JSONDecoder(parse_float=_finite, parse_constant=_not_a_number).scan_once
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """True when lists and dicts nest more than `limit` deep in `value` (a walk with its own
+    stack: no recursion on data from outside)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            if type(child) is list or type(child) is dict:
+                stack.append((child, depth + 1))
+    return False
+
+
+def read_answer(line: bytes) -> Any:
+    """One answer line as a value; ValueError says why it is refused (not one JSON value, a
+    number that is not finite, nested deeper than MAX_DEPTH)."""
+    try:
+        text = line.decode()
+        value, end = _scan_answer(text, 0)
+    except _NotFinite as exc:
+        raise ValueError(f"a number that is not finite ({str(exc)[:40]})") from None
+    except (UnicodeDecodeError, StopIteration, RecursionError, ValueError):
+        raise ValueError("an answer that is not JSON") from None
+    if end != len(text):
+        raise ValueError("an answer that is not one JSON value")
+    if (type(value) is list or type(value) is dict) and line.count(b"[") + line.count(b"{") > MAX_DEPTH \
+            and deeper_than(value, MAX_DEPTH):
+        raise ValueError(f"an answer nested deeper than {MAX_DEPTH}")
+    return value
 
 
 class EnvWorkerError(TraceGymError):
@@ -75,18 +131,24 @@ class Worker:
         self.dropped: list[int] = []
         """Instances whose proxies were garbage-collected: closed with the next request."""
         self.lost: str | None = None
+        self.answer_bytes = 0
+        """The length of the last answer line (a caller bounds what an episode may send)."""
         self._buffer = bytearray()
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         command = worker_command(isolation, tuple(sorted(self.readable)), env)
         self._cleanup = command.cleanup
+        # Its own session: killing the worker's process group also ends what it started there
+        # (under bubblewrap, everything it starts dies with its PID namespace anyway).
         self.proc = subprocess.Popen(command.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=command.env, cwd=command.cwd,
-                                     preexec_fn=lambda: apply_limits(limits), close_fds=True)
+                                     preexec_fn=lambda: apply_limits(limits), close_fds=True,
+                                     start_new_session=True)
         self._out = self.proc.stdout.fileno()
         self._in = self.proc.stdin.fileno()
         self._poll = select.poll()
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self._stop_drain = threading.Event()
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self._drain.start()
 
@@ -113,10 +175,11 @@ class Worker:
             except OSError:
                 raise self._gone() from None
             line = self._read_line(bound)
+        self.answer_bytes = len(line)
         try:
-            answer = loads(line.decode())
-        except ValueError:
-            self.kill("sent an answer that is not JSON")
+            answer = read_answer(line)
+        except ValueError as exc:
+            self.kill(f"sent {exc}")
             raise WorkerLost(self.lost or "") from None
         if type(answer) is dict:
             if "ok" in answer:
@@ -149,12 +212,12 @@ class Worker:
         start = 0
         while True:
             newline = buffer.find(b"\n", start)
-            if newline >= 0:
+            if 0 <= newline <= MAX_ANSWER_BYTES:
                 line = bytes(buffer[:newline])
                 del buffer[:newline + 1]
                 return line
             start = len(buffer)
-            if start > MAX_ANSWER_BYTES:
+            if newline > MAX_ANSWER_BYTES or start > MAX_ANSWER_BYTES:
                 self.kill(f"sent an answer longer than {MAX_ANSWER_BYTES // 2**20} MiB")
                 raise WorkerLost(self.lost or "")
             left = end - time.monotonic()
@@ -200,30 +263,49 @@ class Worker:
     # -- the process -------------------------------------------------------------------------
 
     def _drain_stderr(self) -> None:
-        """Keep the last few kilobytes of the worker's stderr (a full pipe would block it)."""
-        stream = self.proc.stderr
-        while True:
+        """Keep the last few kilobytes of the worker's stderr (a full pipe would block it).
+        Polls, so that it stops when told even if a program the worker started still holds
+        the pipe open; it alone closes the pipe."""
+        fd = self.proc.stderr.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        try:
+            while not self._stop_drain.is_set():
+                if not poll.poll(100):
+                    continue
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return
+                self._stderr.append(chunk)
+                self._stderr_size += len(chunk)
+                while self._stderr_size > _STDERR_TAIL and len(self._stderr) > 1:
+                    self._stderr_size -= len(self._stderr.popleft())
+        except OSError:
+            return
+        finally:
             try:
-                chunk = stream.read1(4096)
-            except (OSError, ValueError):
-                return
-            if not chunk:
-                return
-            self._stderr.append(chunk)
-            self._stderr_size += len(chunk)
-            while self._stderr_size > _STDERR_TAIL and len(self._stderr) > 1:
-                self._stderr_size -= len(self._stderr.popleft())
+                self.proc.stderr.close()
+            except OSError:
+                pass
 
     def stderr_tail(self) -> str:
         return b"".join(self._stderr).decode(errors="replace")
 
     def kill(self, reason: str) -> None:
-        """End the worker (and everything it started: it dies with its sandbox)."""
+        """End the worker and everything it started (under bubblewrap they die with its PID
+        namespace; under the fallback, with its process group)."""
         if self.lost is None:
             self.lost = reason
         if self.proc.poll() is None:
             self.proc.kill()
+        self._kill_group()
         self._finish(self.lost)
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def _finish(self, reason: str) -> None:
         if self.lost is None:
@@ -233,8 +315,11 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self._drain.join(timeout=2)  # the process is gone: its stderr ends
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        self._kill_group()
+        self._drain.join(timeout=2)  # the process is gone: its stderr ends (or the drain is told to stop)
+        self._stop_drain.set()
+        self._drain.join(timeout=1)
+        for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
             except OSError:

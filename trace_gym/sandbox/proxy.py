@@ -165,6 +165,11 @@ def _json_exact(value: Any, depth: int = 0) -> bool:
     return False
 
 
+MAX_EPISODE_BYTES = 16 * 2**20
+"""The most an env's worker may send over one episode, its reset and every step together
+(an episode is a few kilobytes; each answer is bounded by MAX_ANSWER_BYTES)."""
+
+
 class RemoteEnv(gym.Env[list, Any]):
     """A Gymnasium env backed by an env worker (see the module docstring)."""
 
@@ -192,6 +197,7 @@ class RemoteEnv(gym.Env[list, Any]):
         self._rendered = 0
         self._generator: np.random.Generator | None = None
         self._pending_seed: int | None = None
+        self._episode_bytes = 0
         self._connect()
 
     # -- the worker --------------------------------------------------------------------------
@@ -220,9 +226,16 @@ class RemoteEnv(gym.Env[list, Any]):
         self.observation_space = ConversationSpace()
 
     def _call(self, op: str, **fields: Any) -> Any:
-        if self._worker is None:
+        worker = self._worker
+        if worker is None:
             raise EpisodeError("this env is closed")
-        return self._worker.call({"op": op, "id": self._id, **fields})
+        answer = worker.call({"op": op, "id": self._id, **fields})
+        # What the client holds of an episode grows with every answer: bounded, like each answer.
+        self._episode_bytes += worker.answer_bytes
+        if self._episode_bytes > MAX_EPISODE_BYTES:
+            worker.kill(f"sent more than {MAX_EPISODE_BYTES // 2**20} MiB in one episode")
+            raise WorkerLost(worker.lost or "")
+        return answer
 
     # -- seeding: gymnasium's np_random, as TraceEnv keeps it (made on first read) ---------
 
@@ -251,6 +264,7 @@ class RemoteEnv(gym.Env[list, Any]):
         request: dict[str, Any] = {"seed": seed, "options": options}
         if self._oracle_used:
             request["oracle"] = True
+        self._episode_bytes = 0
         answer = self._call("reset", **request)
         if type(answer) is not list or len(answer) != 8 + bool(self._oracle_used):
             raise WorkerLost("answered 'reset' outside the protocol")
@@ -386,7 +400,9 @@ class RemoteEnv(gym.Env[list, Any]):
         out = self._call("render")
         if out is not None and type(out) is not str:
             raise EnvWorkerError("the env's render() in ansi mode returned something other than text")
-        return out
+        from trace_gym.render import printable
+
+        return None if out is None else printable(out, keep_newlines=True)  # the module's text, never a terminal's orders
 
     def code_sha256(self) -> str:
         """The sha256 recorded in trajectories: the module's and the trace_gym modules it

@@ -58,15 +58,16 @@ _REFUSED_EVENTS = ("socket.", "subprocess.", "os.system", "os.exec", "os.spawn",
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-def _guard(event: str, args: tuple) -> None:
+def _guard(event: str, args: tuple, _refused: tuple = _REFUSED_EVENTS, _write_flags: int = _WRITE_FLAGS) -> None:
     """PEP 578 audit hook: refuse the outside world through Python's own functions (not a
-    boundary: see trace_gym.sandbox.isolation)."""
-    if event.startswith(_REFUSED_EVENTS):
+    boundary: see trace_gym.sandbox.isolation). Its tables are bound at definition, so that
+    rebinding the module's names changes nothing."""
+    if event.startswith(_refused):
         raise PermissionError(f"sandbox: {event} is refused in an env worker")
     if event == "open":
         mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
         writes = isinstance(mode, str) and any(c in mode for c in "wax+")
-        if writes or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+        if writes or (isinstance(flags, int) and flags & _write_flags):
             raise PermissionError(f"sandbox: writing {args[0]!r} is refused in an env worker")
 
 
