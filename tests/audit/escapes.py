@@ -81,6 +81,39 @@ ESCAPES: dict[str, Escape] = {
         "runs programs", "network"),
 }
 
+# The second round: code the static rules read one way and Python runs another.
+_STRING_HINT = "\"open(MARKER, 'w').write('x') and int\""  # evaluated by typing.get_type_hints
+_FIELD_NAME = "\"__class__,open(MARKER, 'w').write('x')\""  # pasted by dataclasses into __eq__'s code
+ESCAPES.update({
+    "singledispatch_string_annotation": Escape(
+        f"from functools import singledispatch\n@singledispatch\ndef _f(x):\n    return x\n"
+        f"@_f.register\ndef _(x: {_STRING_HINT}):\n    return x", "the string annotation", "marker"),
+    "singledispatch_annotation_name": Escape(
+        f"from functools import singledispatch\n_HINT = {_STRING_HINT}\n@singledispatch\ndef _f(x):\n    return x\n"
+        "@_f.register\ndef _(x: _HINT):\n    return x", "register() evaluates string annotations", "marker"),
+    "forward_ref_evaluate": Escape(
+        f"import typing\ntyping.get_args(typing.List[{_STRING_HINT}])[0]._evaluate(None, None, frozenset())",
+        "evaluates a ForwardRef's string", "marker"),
+    "dataclass_annotations_dict": Escape(
+        f"@dataclass(init=False)\nclass _E:\n    __annotations__ = {{{_FIELD_NAME}: int}}\n_E() == _E()",
+        "'__annotations__' is refused in any form", "marker"),
+    "match_args_any_attribute": Escape(
+        "class _M(type):\n    def __instancecheck__(cls, o):\n        return True\n"
+        "class _C(metaclass=_M):\n    __match_args__ = ('__globals__',)\n"
+        "match Rng.__init__:\n    case _C(g):\n        g['__builtins__']['open'](MARKER, 'w').write('x')",
+        "binding '__match_args__' is refused", "marker"),
+    "class_pattern_globals": Escape(
+        "match Rng.__init__:\n    case object(__globals__={'__builtins__': {'open': _open}}):\n"
+        "        _open(MARKER, 'w').write('x')", "the class pattern reads '__globals__'", "marker"),
+})
+
+# A coding declaration must be in the module's first two lines, which no hook reaches: these
+# escapes are the template with `header` put before it (tests/audit/test_escapes.py).
+HEADED_ESCAPES: dict[str, tuple[str, Escape]] = {
+    "unicode_escape_coding": ("# -*- coding: unicode_escape -*-\n", Escape(
+        "# \\u000aopen(MARKER, 'w').write('x')", "the coding declaration 'unicode_escape' is refused", "marker")),
+}
+
 # The kit switched off from inside: a module that subclasses a shipped env, pays 1.0 for
 # anything and replaces every property of the kit with one that says "ok".
 KIT_SWITCH_OFF = '''\

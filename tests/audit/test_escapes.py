@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.audit.escapes import ESCAPES, KIT_SWITCH_OFF, harmed, prepare, write_escape
+from tests.audit.escapes import ESCAPES, HEADED_ESCAPES, KIT_SWITCH_OFF, fill, harmed, prepare, write_escape
 from tests.audit.mutants import mutant
 from tests.conftest import REPO, requires_bubblewrap
 from trace_gym.audit import AUDIT_LIMITS, audit
@@ -73,13 +73,43 @@ def listener():
 def test_audit_rejects_each_escape_with_its_reason(tmp_path, capsys, listener, name):
     prepare(tmp_path)
     path = write_escape(tmp_path, name, listener.port)
-    assert main(["audit", str(path), "--json"]) == 1
+    assert main(["audit", str(path), "--json", "--seed-base", "0"]) == 1
     out, err = capsys.readouterr()
     report = json.loads(out)
     assert report["passed"] is False and report["results"] == []  # refused before it could run
     assert any(ESCAPES[name].words in reason for reason in report["reasons"]), report["reasons"]
     assert "Traceback" not in out + err
     assert harmed(tmp_path) == [] and listener.close() == []
+
+
+def _write_headed_escape(tmp_path, name, port=9):
+    header, escape = HEADED_ESCAPES[name]
+    path = mutant(tmp_path, name, **{escape.hook: fill(escape.code, tmp_path, port)})
+    path.write_text(header + path.read_text())
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(HEADED_ESCAPES))
+def test_audit_rejects_each_escape_in_the_first_lines(tmp_path, capsys, listener, name):
+    """A coding declaration: the audit reads the module as UTF-8, Python as it declares."""
+    prepare(tmp_path)
+    path = _write_headed_escape(tmp_path, name, listener.port)
+    assert main(["audit", str(path), "--json", "--seed-base", "0"]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["passed"] is False and report["results"] == []
+    assert any(HEADED_ESCAPES[name][1].words in reason for reason in report["reasons"]), report["reasons"]
+    assert "Traceback" not in out + err
+    assert harmed(tmp_path) == [] and listener.close() == []
+
+
+@requires_bubblewrap
+@pytest.mark.parametrize("name", sorted(HEADED_ESCAPES))
+def test_sandbox_contains_each_escape_in_the_first_lines(tmp_path, name):
+    prepare(tmp_path)
+    with WorkerPool(1, AUDIT_LIMITS, isolation="bubblewrap") as pool:
+        _run_unchecked(_write_headed_escape(tmp_path, name), pool)
+    assert harmed(tmp_path) == []
 
 
 @pytest.mark.slow
@@ -91,7 +121,7 @@ def test_an_unmodified_copy_of_a_shipped_env_passes(tmp_path):
     shutil.copy(REPO / "generated_envs" / "precondition_verification.py", copy)
     # adversaries play the default 200 seeds: their bounds are sized for it (on 24 seeds a
     # refusal's mean of 0.315 can read above 0.35 by the luck of the sample)
-    report = audit(str(copy), replace(FAST, adversary_seeds=KitSettings().adversary_seeds))
+    report = audit(str(copy), replace(FAST, adversary_seeds=KitSettings().adversary_seeds), seed_base=0)
     assert report.passed, report.reasons()
     assert report.error is None and {r["name"] for r in report.results} == set(PROPERTIES)
     assert report.sandboxed == bubblewrap_status()[0], report.isolation
@@ -102,7 +132,7 @@ def test_an_unmodified_copy_of_a_shipped_env_passes(tmp_path):
 def test_audit_rejects_the_kit_switch_off(tmp_path, capsys):
     path = tmp_path / "cheat.py"
     path.write_text(KIT_SWITCH_OFF)
-    assert main(["audit", str(path), "--json"]) == 1
+    assert main(["audit", str(path), "--json", "--seed-base", "0"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert any("is not allowed" in r for r in report["reasons"]), report["reasons"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO
-from trace_gym.audit.static import REFUSED_BUILTINS, check_source
+from trace_gym.audit.static import REFUSED_BUILTINS, check_bytes, check_source
 
 SNIPPETS = [
     ("import socket", "import", "network access"),
@@ -90,6 +90,51 @@ SNIPPETS += [
     ("x = '" + "a" * 250_000 + "'", "size", "characters"),
 ]
 
+# the red team's second round: code that the rules read one way and Python runs another
+CODING = [  # Python decodes the module as its coding declaration says
+    ("# -*- coding: unicode_escape -*-\n# \\u000aopen('m', 'w')", "coding", "'unicode_escape' is refused"),
+    ("#!/usr/bin/env python\n# vim: set fileencoding=latin-1 :\nx = 1", "coding", "'latin-1' is refused"),
+    ("\ufeff# coding: utf-7\nx = 1", "coding", "'utf-7' is refused"),
+]
+ANNOTATIONS = [  # typing.get_type_hints (singledispatch's register) evaluates annotations
+    ("def f(x: \"open('m') and int\"):\n    return x", "annotation", "string annotation"),
+    ("x: 'open(1)' = 1", "annotation", "string annotation"),
+    ("import typing\ndef f(x: typing.List['open(1)']):\n    pass", "annotation", "string annotation"),
+    ("def f() -> 'open(1)':\n    pass", "annotation", "string annotation"),
+    ("from typing import Literal, List\nLiteral = List\ndef f(x: Literal['open(1)']):\n    pass", "annotation",
+     "string annotation"),
+    ("def f(x: g()):\n    pass", "annotation", "may only name a type"),
+    ("def f(x: (lambda: int)()):\n    pass", "annotation", "may only name a type"),
+    ("from functools import singledispatch", "reach", "register() evaluates string annotations"),
+    ("import functools\nf = functools.singledispatchmethod", "reach", "register() evaluates string annotations"),
+    ("import typing\nx = typing.get_args(typing.List['1'])[0]._evaluate(None, None, frozenset())", "attribute",
+     "evaluates a ForwardRef's string"),
+]
+NAMESPACES = [  # names the interpreter or dataclasses read as data
+    ("class C:\n    __annotations__ = {'x=1': int}", "dunder", "'__annotations__' is refused in any form"),
+    ("class C:\n    x: int\n    __annotations__['y=1'] = int", "dunder", "'__annotations__' is refused in any form"),
+    ("import json as __annotations__", "dunder", "'__annotations__' is refused in any form"),
+    ("class C:\n    __match_args__ = ('__globals__',)", "dunder", "binding '__match_args__' is refused"),
+    ("class C:\n    for __match_args__ in [('x',)]:\n        pass", "dunder", "binding '__match_args__' is refused"),
+    ("class M(type):\n    @property\n    def __match_args__(cls):\n        return ('x',)", "dunder",
+     "defining '__match_args__' is refused"),
+    ("class M(type):\n    def __prepare__(name, bases):\n        return {}", "dunder", "defining '__prepare__'"),
+]
+PATTERNS = [  # a class pattern reads attributes without an ast.Attribute
+    ("def f(g):\n    match g:\n        case object(__globals__=d):\n            return d", "attribute",
+     "the class pattern reads '__globals__'"),
+    ("def f(e):\n    match e:\n        case object(tb_frame=t):\n            return t", "attribute",
+     "frame, traceback and code"),
+]
+FORMAT_VALUES = [  # a format method that reaches attributes, not called at once on a constant
+    ("f = '{0.__globals__}'.format", "format", "taken as a value"),
+    ("xs = list(map('{0.__class__}'.format, [1]))", "format", "taken as a value"),
+    ("f = str.format", "format", "taken as a value"),
+    ("f = 'x'.format_map", "format", "taken as a value"),
+    ("x = '{0:{1.__class__}}'.format(1, 2)", "format", "reaches an attribute or item"),
+]
+SNIPPETS += CODING + ANNOTATIONS + NAMESPACES + PATTERNS + FORMAT_VALUES
+
 
 @pytest.mark.parametrize("source, rule, words", SNIPPETS)
 def test_rule_refuses_its_mutant(source, rule, words):
@@ -113,6 +158,38 @@ def test_what_an_env_needs_is_allowed():
               "s = '{} and {0}'.format(1)\nm = collections.abc.Mapping\nf = f'{x.upper()}'\n"
               "def g(self):\n    return self.__init__\n")
     assert check_source(source) == []
+
+
+def test_plain_annotations_class_namespaces_and_patterns_are_allowed():
+    source = ("# -*- coding: utf-8 -*-\nfrom __future__ import annotations\nimport typing\n"
+              "from typing import Any, Literal\nfrom dataclasses import dataclass\n"
+              "def f(x: dict[str, list[int]] | None, k: Literal['a', 'b'] = 'a', *a: int,\n"
+              "      **kw: Any) -> tuple[int, ...]:\n"
+              "    return ()\n"
+              "def g(x: typing.Literal['c'], y: typing.Callable[[int], str], z: Literal[1, None]) -> None:\n"
+              "    match x:\n        case str(s) if s:\n            pass\n"
+              "        case Point(x=0, y=y1):\n            pass\n"
+              "@dataclass\nclass Point:\n    \"\"\"A point.\"\"\"\n    __doc__ = __doc__\n"
+              "    __slots__ = ('x', 'y')\n    __hash__ = None\n    x: int\n    y: int\n"
+              "    def __post_init__(self) -> None:\n        pass\n"
+              "s = '{0:>{1}}'.format('a', 3)\n")
+    assert check_source(source) == []
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"x = 1\n# \xff\n", "not valid UTF-8"),
+    (b"\xff\xfex\x00 \x00=\x00 \x001\x00", "not valid UTF-8"),  # UTF-16
+    (b"\xef\xbb\xbf# coding: latin-1\nx = 1\n", "'latin-1' is refused"),
+])
+def test_check_bytes_refuses_what_is_not_utf8(data, words):
+    findings = check_bytes(data)
+    assert any(f.rule == "coding" and words in f.message for f in findings), findings
+
+
+def test_check_bytes_reads_utf8_with_or_without_a_bom():
+    assert check_bytes("# coding: UTF_8\nx = 'é'\n".encode()) == []
+    assert check_bytes(b"\xef\xbb\xbf# coding=utf8\nx = 1\n") == []
+    assert [f.rule for f in check_bytes(b"import socket\n")] == ["import"]
 
 
 def test_pathological_input_never_raises():

@@ -16,6 +16,22 @@ it could reach, not only what it names.
 - numpy: file IO (`save*`, `load*`, `fromfile`, `tofile`, `memmap`, `genfromtxt`, ...),
   module-level random functions, and generators or bit generators without a seed
   (`default_rng()`, `default_rng(None)`, `PCG64()`) are refused.
+- Annotations are plain types: names, attributes, subscripts, `|` unions and constants (a
+  string only inside `typing.Literal[...]`). `typing.get_type_hints` evaluates an annotation's
+  text, and a string in it, as code; `functools.singledispatch` / `singledispatchmethod`
+  (whose `register` calls it) and a ForwardRef's `_evaluate` are refused.
+- Class namespaces the interpreter reads as data: `__annotations__` (whose keys dataclasses
+  pastes into the code it generates) in any form, any other dunder bound by assignment but
+  `__doc__`, `__slots__`, `__hash__` and `__all__`, and a method named after one of
+  `DATA_DUNDERS` (`__match_args__`, `__prepare__`, ...).
+- Class patterns (`case C(attr=...)`) obey the attribute rules: `case object(__globals__=g)`
+  is refused as `f.__globals__` is.
+- `.format` / `.format_map` only called at once on a constant string, each replacement field
+  (nested ones in a format spec too) a plain position or name; taken as a value
+  (`f = "{0.x}".format`, `map(str.format, ...)`) it is refused.
+- A PEP 263 coding declaration other than utf-8 in the first two lines (the worker decodes
+  the bytes as it says, so `# -*- coding: unicode_escape -*-` turns a comment into code);
+  `check_bytes` also refuses bytes that are not UTF-8 (a BOM is allowed).
 - `global`/`nonlocal`, relative imports, star imports.
 - Pathological input (larger than `MAX_SOURCE_CHARS`, nested deeper than `MAX_NESTING`, or
   more than the parser can hold) is rejected with a finding, never an exception.
@@ -29,8 +45,10 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import re
 import string
 import types
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,12 +113,15 @@ REFUSED_ATTRIBUTES = {
         "tb_next", "co_code", "co_consts", "co_names")},
     "tofile": "writes a file", "dump": "writes a file", "ctypes": "raw memory access",
     "get_field": "attribute access by string", "format_field": "attribute access by string",
+    "_evaluate": "evaluates a ForwardRef's string as code",
 }
 """Attribute names refused on any object."""
 MODULE_REFUSED = {
     "operator": {"attrgetter": "attribute access by string", "methodcaller": "method access by string"},
     "string": {"Formatter": "attribute access by string"},
     "typing": {"get_type_hints": "evaluates strings as code", "ForwardRef": "evaluates strings as code"},
+    "functools": {n: "its register() evaluates string annotations as code (through typing.get_type_hints)"
+                  for n in ("singledispatch", "singledispatchmethod")},
     "dataclasses": {"make_dataclass": "generates and executes code"},
     "json": {"load": "reads a file", "dump": "writes a file"},
     "numpy": {n: "numpy file IO" for n in (
@@ -111,6 +132,21 @@ MODULE_REFUSED = {
 NUMPY_RANDOM_ALLOWED = {"Generator", "default_rng", "SeedSequence", "PCG64", "PCG64DXSM", "Philox",
                         "SFC64", "MT19937", "BitGenerator"}
 _NEEDS_SEED = NUMPY_RANDOM_ALLOWED - {"Generator"}
+
+ANNOTATIONS_NAMES = {"__annotations__", "__annotate__"}
+"""Refused as a name in any form: dataclasses pastes the keys of a class's annotations into
+the code it generates (`__annotations__ = {"x=__import__('os')...": int}`)."""
+BINDABLE_DUNDERS = {"__doc__", "__slots__", "__hash__", "__all__"}
+"""The dunder names a module may bind by assignment (in a class body or anywhere)."""
+DATA_DUNDERS = ANNOTATIONS_NAMES | {
+    "__match_args__", "__prepare__", "__dataclass_fields__", "__dataclass_params__", "__dict__", "__class__",
+    "__module__", "__qualname__", "__builtins__"}
+"""Dunder names the interpreter or dataclasses read as data (attribute or field names, a class's
+namespace): refused as the name of a method too (`@property def __match_args__` in a
+metaclass names the attributes `case C(x)` reads)."""
+_CODING = re.compile(r"coding[:=][ \t]*([-\w.]+)", re.ASCII)
+_COMMENT_LINE = re.compile(r"[ \t\f]*#")
+_UTF8_NAMES = {"utf-8", "utf8"}
 
 
 @dataclass(frozen=True)
@@ -297,24 +333,50 @@ class _Checker:
         self.imports(tree)
         nodes = list(ast.walk(tree))
         bases = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+        called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+        self.bound = _bound_names(nodes)
         checked_chains: set[int] = set()
         for node in nodes:
             if isinstance(node, ast.Name):
                 self.name(node, id(node) in bases)
             elif isinstance(node, ast.Attribute):
                 self.attribute(node, checked_chains, id(node) in bases)
+                if node.attr in ("format", "format_map") and id(node) not in called and not self.resolve(node.value):
+                    self.add(node, "format", f".{node.attr} taken as a value (not called at once on a constant "
+                             "string) formats any string, which can reach attributes by name; use an f-string")
             elif isinstance(node, ast.Call):
                 self.call(node)
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 self.add(node, "global", "global state: an episode must be a function of its seed and actions")
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            elif isinstance(node, ast.MatchClass):
+                for attr in node.kwd_attrs:
+                    self.pattern_attribute(node, attr)
+            elif isinstance(node, ast.AnnAssign):
+                self.annotation(node.annotation)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in DATA_DUNDERS:
+                self.add(node, "dunder", f"defining {node.name!r} is refused: the interpreter reads it as data "
+                         "(attribute or field names, a class's namespace)")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 args = node.args
                 for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
                     if arg is not None and arg.arg in REFUSED_BUILTINS:
                         self.add(arg, "builtin", f"{arg.arg!r} shadows a refused builtin: {REFUSED_BUILTINS[arg.arg]}")
+                    if arg is not None and arg.annotation is not None:
+                        self.annotation(arg.annotation)
+                if not isinstance(node, ast.Lambda) and node.returns is not None:
+                    self.annotation(node.returns)
+            for name in _binding_names(node):
+                if name in ANNOTATIONS_NAMES:
+                    if not isinstance(node, ast.Name):  # a Name is refused in any form by name()
+                        self.add(node, "dunder", _annotations_refused(name))
+                elif name.startswith("__") and name.endswith("__") and name not in BINDABLE_DUNDERS:
+                    self.add(node, "dunder", f"binding {name!r} is refused: the interpreter reads dunder names as "
+                             f"data (only {', '.join(sorted(BINDABLE_DUNDERS))} may be assigned)")
 
     def name(self, node: ast.Name, is_base: bool) -> None:
-        if node.id in REFUSED_NAMES:
+        if node.id in ANNOTATIONS_NAMES:
+            self.add(node, "dunder", _annotations_refused(node.id))
+        elif node.id in REFUSED_NAMES:
             self.add(node, "name", f"use of {node.id!r} is refused (interpreter internals)")
         elif node.id in REFUSED_BUILTINS:
             self.add(node, "builtin", f"{node.id} is refused in any form (called, aliased, stored or passed "
@@ -340,6 +402,50 @@ class _Checker:
         if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self.add(node, "attribute", f"access to {attr!r} is refused (a way to reach interpreter internals)")
 
+    def pattern_attribute(self, node: ast.MatchClass, attr: str) -> None:
+        """`case C(attr=...)` reads `subject.attr`: the attribute rules apply."""
+        if attr in REFUSED_ATTRIBUTES:
+            self.add(node, "attribute", f"the class pattern reads .{attr}, which is refused: "
+                     f"{REFUSED_ATTRIBUTES[attr]}")
+        elif attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+            self.add(node, "attribute", f"the class pattern reads {attr!r}: access to {attr!r} is refused (a way "
+                     "to reach interpreter internals)")
+
+    def annotation(self, node: ast.AST) -> None:
+        """An annotation is a plain type: `typing.get_type_hints` (which singledispatch's
+        register calls) evaluates its text, and any string in it, as code."""
+        stack = [(node, False)]
+        while stack:
+            part, in_literal = stack.pop()
+            if isinstance(part, ast.Constant):
+                if isinstance(part.value, str) and not in_literal:
+                    self.add(part, "annotation", f"the string annotation {part.value[:60]!r} is evaluated as code by "
+                             "typing.get_type_hints; write the type itself (with `from __future__ import "
+                             "annotations` no annotation needs quotes)")
+                continue
+            if isinstance(part, ast.Subscript):
+                literal = self.is_typing_literal(part.value)
+                stack.append((part.value, False))
+                stack.append((part.slice, literal))
+            elif isinstance(part, (ast.Tuple, ast.List)):
+                stack.extend((e, in_literal) for e in part.elts)
+            elif isinstance(part, ast.BinOp) and isinstance(part.op, ast.BitOr):
+                stack.extend(((part.left, False), (part.right, False)))
+            elif isinstance(part, ast.Attribute):
+                stack.append((part.value, False))
+            elif not isinstance(part, ast.Name):
+                self.add(part, "annotation", f"an annotation may only name a type (names, attributes, subscripts, "
+                         f"| unions, constants); {ast.unparse(part)[:60]!r} is evaluated as code by "
+                         "typing.get_type_hints")
+
+    def is_typing_literal(self, node: ast.AST) -> bool:
+        """`Literal` imported from typing and never bound again, or `typing.Literal`: its
+        strings are values, never evaluated."""
+        if isinstance(node, ast.Name):
+            return self.values.get(node.id) == ("typing", "Literal") and self.bound[node.id] == 1
+        return (isinstance(node, ast.Attribute) and node.attr == "Literal" and self.resolve(node.value) == "typing"
+                and isinstance(node.value, ast.Name) and self.bound[node.value.id] == 1)
+
     def call(self, node: ast.Call) -> None:
         func = node.func
         name = self.numpy_random_name(func)
@@ -359,13 +465,56 @@ class _Checker:
                          "name; use an f-string")
             return
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(template.value) if f]
+            fields = _format_fields(template.value)
         except ValueError:
             return  # str.format raises on it at run time
         for field in fields:
             if "." in field or "[" in field:
                 self.add(node, "format", f"format field {{{field}}} reaches an attribute or item by name; use an "
                          "f-string")
+
+
+def _format_fields(template: str) -> list[str]:
+    """Every replacement field of a format string, those nested in a format spec too
+    (`"{0:{1.__class__}}"` reads `.__class__` of the second argument)."""
+    out = []
+    for _, field, spec, _ in string.Formatter().parse(template):
+        if field is not None:
+            out.append(field)
+        if spec and "{" in spec:
+            out += _format_fields(spec)
+    return out
+
+
+def _annotations_refused(name: str) -> str:
+    return (f"{name!r} is refused in any form: dataclasses pastes the names in a class's annotations into the "
+            "code it generates; annotate fields in the class body")
+
+
+def _binding_names(node: ast.AST) -> list[str]:
+    """The names a node binds by assignment (not a def's or a class's own name, not an argument)."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return [node.id]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in node.names]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
+
+
+def _bound_names(nodes: list[ast.AST]) -> Counter[str]:
+    """How many times each name is bound anywhere in the module (any scope)."""
+    count: Counter[str] = Counter(name for node in nodes for name in _binding_names(node))
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            count[node.name] += 1
+        elif isinstance(node, ast.arg):
+            count[node.arg] += 1
+    return count
 
 
 def _nesting(tree: ast.AST) -> int:
@@ -380,11 +529,47 @@ def _nesting(tree: ast.AST) -> int:
     return deepest
 
 
+def _coding_findings(source: str) -> list[Finding]:
+    """A PEP 263 coding declaration other than utf-8 in the first two lines. Python reads the
+    module's bytes in the encoding it names, so under `unicode_escape` (or `utf-7`, ...) a
+    comment here can be code there. Both lines are read whatever the first holds, and every
+    `coding[:=]` in a comment line counts (Python takes the first)."""
+    findings = []
+    lines = re.split(r"\r\n|\r|\n", source.removeprefix("\ufeff"), maxsplit=2)[:2]
+    for number, line in enumerate(lines, 1):
+        if not _COMMENT_LINE.match(line):
+            continue
+        for match in _CODING.finditer(line):
+            if match.group(1).lower().replace("_", "-") not in _UTF8_NAMES:
+                findings.append(Finding("coding", number, f"the coding declaration {match.group(1)!r} is refused: "
+                                        "Python decodes the module as it says, not as the audit reads it (UTF-8); "
+                                        "write UTF-8 and declare no other coding"))
+    return findings
+
+
+def check_bytes(data: bytes, filename: str = "<module>") -> list[Finding]:
+    """Every static finding in a module file's bytes: they must be UTF-8 (after an optional
+    BOM), as the audit reads them; then `check_source` on the text (which refuses a coding
+    declaration other than utf-8)."""
+    try:
+        source = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        return [Finding("coding", line, f"the module is not valid UTF-8 (byte {exc.start}: {exc.reason}); Python "
+                        "would refuse it or, under a coding declaration, read it otherwise than the audit does")]
+    return check_source(source, filename)
+
+
 def check_source(source: str, filename: str = "<module>") -> list[Finding]:
-    """Every static finding in a module's source, in line order (empty: the module passes)."""
+    """Every static finding in a module's source, in line order (empty: the module passes).
+    A coding declaration other than utf-8 is the only finding when present: Python would run
+    other code than this text."""
     if len(source) > MAX_SOURCE_CHARS:
         return [Finding("size", 1, f"the module has {len(source):,} characters; at most {MAX_SOURCE_CHARS:,} "
                         "are read")]
+    coding = _coding_findings(source)
+    if coding:
+        return coding  # the text checked here is not the code that would run
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
