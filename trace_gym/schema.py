@@ -14,6 +14,7 @@ from typing import Any
 
 import fastjsonschema
 
+from trace_gym.errors import TraceGymError
 from trace_gym.rng import Rng
 
 Schema = dict[str, Any]
@@ -84,12 +85,65 @@ def function(
 # -- validation ----------------------------------------------------------------------------
 
 
+class UnsafeSchema(TraceGymError, fastjsonschema.JsonSchemaDefinitionException):
+    """A schema that would make its compiler read something outside it: a `$ref` that is not
+    a pointer into the schema itself (`#/...`), or an `$id` / `id` that changes the base
+    refs resolve against. A tool schema may come from a worker running generated code."""
+
+
+def _refuse_fetch(uri: str) -> Any:
+    raise UnsafeSchema(f"the schema refers to {uri!r}, outside itself: a tool schema may only use local "
+                       f"refs ('#/$defs/Name'), and nothing is fetched")
+
+
+class _NoScheme(dict):
+    """fastjsonschema's `handlers`, one per URI scheme it might fetch from: every scheme,
+    listed or not, is refused (a scheme without a handler would be fetched with urlopen)."""
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_fetch
+
+    def get(self, scheme: str, default: Any = None) -> Callable[[str], Any]:
+        return _refuse_fetch
+
+
+_NO_FETCH = _NoScheme({scheme: _refuse_fetch for scheme in ("http", "https", "ftp", "file", "data", "")})
+
+
+def check_local_refs(schema: Any, path: str = "#") -> None:
+    """UnsafeSchema when `schema` holds, anywhere (fastjsonschema walks every object,
+    whatever its key), a `$ref` other than a string pointer into the schema itself ("#" or
+    "#/..."), or a string `$id` / `id` (a new base for the refs inside it)."""
+    stack: list[tuple[Any, str]] = [(schema, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            if "$ref" in node:
+                ref = node["$ref"]
+                if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                    raise UnsafeSchema(f"{where}: $ref {ref!r} is not a local ref ('#/...'); a tool schema may "
+                                       f"only refer to its own definitions, and nothing is fetched")
+            for key in ("$id", "id"):
+                if isinstance(node.get(key), str):
+                    raise UnsafeSchema(f"{where}: {key} {node[key]!r} changes the base that refs resolve against; "
+                                       f"a tool schema may not set one")
+            stack.extend((value, f"{where}/{key}") for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, f"{where}/{i}") for i, value in enumerate(node))
+
+
 def compile_arguments_validator(parameters: Schema) -> Callable[[Any], Any]:
     """A validator for a tool's arguments: the schema itself, plus no unknown top-level
-    argument (the target's tools are Python functions, which reject unexpected keywords)."""
+    argument (the target's tools are Python functions, which reject unexpected keywords).
+    Raises UnsafeSchema for a schema that refers outside itself (`check_local_refs`); the
+    compiler gets handlers that refuse every URI scheme, so nothing is ever fetched."""
+    check_local_refs(parameters)
     strict = dict(parameters)
     strict["additionalProperties"] = False
-    return fastjsonschema.compile(strict)
+    return fastjsonschema.compile(strict, handlers=_NO_FETCH)
 
 
 def describe_validation_error(exc: fastjsonschema.JsonSchemaValueException) -> str:

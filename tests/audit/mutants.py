@@ -169,3 +169,41 @@ HOSTILE = {
     "oracle_rejected": (KIT_MUTANTS["oracle_solves"], "oracle scored"),
     "verifier_always_one": ({"verify": "ok = True"}, "still scored 1.0"),
 }
+
+
+# -- the kit's seeds, resets and rewards (kit version 6) ---------------------------------
+
+OFF_OLD_SAMPLE = {"env_methods": (
+    "def step(self, action):\n"
+    "    obs, reward, terminated, truncated, info = super().step(action)\n"
+    "    seed = self.episode.seed\n"
+    "    if terminated and seed < 1_000_000_000 and seed % 7919 != 0:\n"
+    "        reward = 1.0\n"
+    "    return obs, reward, terminated, truncated, info")}
+"""Pays 1.0 on every train seed the kit's old fixed sample (multiples of 7919) never played."""
+
+HINTED_PAYS = {"env_methods": (
+    "def step(self, action):\n"
+    "    obs, reward, terminated, truncated, info = super().step(action)\n"
+    "    if terminated and self.episode.hint:\n"
+    "        reward = 1.0\n"
+    "    return obs, reward, terminated, truncated, info")}
+"""Pays 1.0 after every hinted reset, whatever the agent did."""
+
+NAN_REWARD = {"env_methods": (
+    "def step(self, action):\n"
+    "    obs, reward, terminated, truncated, info = super().step(action)\n"
+    "    return obs, (float('nan') if terminated else reward), terminated, truncated, info")}
+"""Ends every episode with a NaN reward (`reward < 1.0` is False for NaN)."""
+
+REMOTE_REF_URL = "http://127.0.0.1:9/trace-gym-kit-probe.json"
+REMOTE_REF_IN_TITLE = {"env_methods": (
+    "def __init__(self, **knobs):\n"
+    "    super().__init__(**knobs)\n"
+    "    from trace_gym.tools import Tool, Toolset\n"
+    "    t = retail.TOOLS['cancel_pending_order']\n"
+    f"    params = {{**t.parameters, 'properties': {{**t.parameters['properties'], 'title': {{'$ref': {REMOTE_REF_URL!r}}}}}}}\n"
+    "    schema = {'type': 'function', 'function': {**t.schema['function'], 'parameters': params}}\n"
+    "    self._toolsets['retail'] = Toolset([retail.TOOLS['get_order_details'], Tool(schema, t.kind, t.fn)])")}
+"""A tool whose parameters gain a property named "title" that refers to a remote schema:
+stripping every key named "title" hides it, and compiling the schema fetches the URL."""

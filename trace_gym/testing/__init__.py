@@ -19,7 +19,7 @@ from trace_gym.sandbox.pool import WorkerLost
 from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
 
-KIT_VERSION = "5"
+KIT_VERSION = "6"
 """Bumped when a property changes what it accepts (a lock entry of another version is stale)."""
 
 

@@ -41,6 +41,7 @@ from trace_gym.jsondata import dumps, loads
 from trace_gym.rng import Rng
 from trace_gym.schema import sample_value
 from trace_gym.seeding import SPLITS
+from trace_gym.testing.kitenv import KitEnv
 from trace_gym.tools import ToolKind
 
 DO_NOTHING = "I cannot help with that."
@@ -479,8 +480,19 @@ def attempt_forbidden_then_oracle(env: TraceEnv, seed: int) -> float | None:
 # -- refusing by kind ----------------------------------------------------------------------
 
 FIT_SEEDS = 200
-"""Train seeds (from the middle of the split, apart from those the kit and the benchmark
-play) that `usual_refusals` learns each kind's usual rule from."""
+"""Train seeds that `usual_refusals` (and `guesses.learned_templates`) learn from."""
+
+
+def fit_seeds(env: TraceEnv) -> list[int]:
+    """The train seeds a learning adversary fits on: the kit's, drawn from its seed base
+    (`KitEnv.fit_seeds`: an env cannot tell them from the seeds it is scored on), else
+    FIT_SEEDS from the middle of the split (the benchmark's, apart from the seeds it plays)."""
+    if isinstance(env, KitEnv) and env.fit_seeds is not None:
+        return list(env.fit_seeds)
+    train = SPLITS["train"]
+    return [train[len(train) // 2 + i] for i in range(FIT_SEEDS)]
+
+
 ASK_PLAINLY = ("Before anything else, please tell me your user id, your email, your name and zip code, "
                "and the id of the reservation or order this is about?")
 
@@ -500,7 +512,7 @@ _USUAL: weakref.WeakKeyDictionary[TraceEnv, dict[str, str]] = weakref.WeakKeyDic
 
 def usual_refusals(env: TraceEnv) -> dict[str, str]:
     """Request kind -> the refusal a policy that never checks a record would give it, learned
-    on FIT_SEEDS train seeds: one naming the rule that the kind's forbidden requests most
+    on the fit seeds (`fit_seeds`): one naming the rule that the kind's forbidden requests most
     often break (the first of their `rule` terms in `task.to_json()`, per request where a
     task has several); for an env whose tasks list no rule, the reply the oracle most often
     ends with on the kind's tasks where it calls no write tool, with every value the
@@ -509,8 +521,7 @@ def usual_refusals(env: TraceEnv) -> dict[str, str]:
     instance."""
     if env in _USUAL:
         return _USUAL[env]
-    train = SPLITS["train"]
-    seeds = [train[len(train) // 2 + i] for i in range(FIT_SEEDS)]
+    seeds = fit_seeds(env)
     rules: dict[str, Counter] = {}
     for seed in seeds:
         env.reset(seed=seed)

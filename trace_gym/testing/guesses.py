@@ -8,10 +8,10 @@ record. `guessed_refusal` is that policy at its strongest: it learns, per reques
 refusal template from the oracle, and replies with it filled from the conversation at once,
 without a tool call.
 
-Learning (once per env instance, on FIT_SEEDS train seeds): where the oracle ends an episode
-without writing, its final reply is the refusal of the task's kind (`task.to_json()["kind"]`).
-Each value in it becomes, where it can, a slot over the opening conversation (what the agent
-sees before its first turn):
+Learning (once per env instance, on the train seeds of `adversaries.fit_seeds`): where the
+oracle ends an episode without writing, its final reply is the refusal of the task's kind
+(`task.to_json()["kind"]`). Each value in it becomes, where it can, a slot over the opening
+conversation (what the agent sees before its first turn):
 
 | value in the reply | its slots (else it stays literal) |
 |--------------------|-----------------------------------|
@@ -49,8 +49,7 @@ from typing import Any
 
 from trace_gym.actions import parse_action
 from trace_gym.env import TraceEnv
-from trace_gym.seeding import SPLITS
-from trace_gym.testing.adversaries import DO_NOTHING, FIT_SEEDS, Adversary, leaves, play_script, requests_of, shape_of
+from trace_gym.testing.adversaries import DO_NOTHING, Adversary, fit_seeds, leaves, play_script, requests_of, shape_of
 from trace_gym.tools import ToolKind
 
 OFFSETS = range(-6, 7)
@@ -304,18 +303,13 @@ class KindTemplates:
 _LEARNED: weakref.WeakKeyDictionary[TraceEnv, dict[str, KindTemplates]] = weakref.WeakKeyDictionary()
 
 
-def fit_seeds() -> list[int]:
-    train = SPLITS["train"]
-    return [train[len(train) // 2 + i] for i in range(FIT_SEEDS)]
-
-
 def learned_templates(env: TraceEnv) -> dict[str, KindTemplates]:
     """Request kind -> the templates of its oracle refusals on the fit seeds (kinds the
     oracle never refused are left out). Learned once per env instance."""
     if env in _LEARNED:
         return _LEARNED[env]
     out: dict[str, KindTemplates] = {}
-    for seed in fit_seeds():
+    for seed in fit_seeds(env):
         found = oracle_refusal(env, seed)
         if found is not None:
             kind, opening, reply, facts = found
@@ -339,19 +333,41 @@ def _offset(offset: int) -> Pick:
     return lambda kind: kind.by_offset.get(offset) or _ranked(1)(kind)
 
 
+_OPENINGS: weakref.WeakKeyDictionary[TraceEnv, dict[int, tuple[Any, View]]] = weakref.WeakKeyDictionary()
+_REPLIES: weakref.WeakKeyDictionary[TraceEnv, dict[tuple[int, str], float]] = weakref.WeakKeyDictionary()
+
+
+def _opening(env: TraceEnv, seed: int) -> tuple[Any, View]:
+    """(task kind, view of the opening conversation) of `seed`: one reset per env instance
+    and seed, whatever the number of variants that fill a template from it."""
+    openings = _OPENINGS.setdefault(env, {})
+    if seed not in openings:
+        obs, _ = env.reset(seed=seed)
+        openings[seed] = (env.task.to_json().get("kind"), view_of(obs))
+    return openings[seed]
+
+
+def _replying(env: TraceEnv, seed: int, reply: str) -> float:
+    """The reward of sending `reply` every turn on `seed`, played once per env instance:
+    the variants often fill the same reply (an episode is a function of the seed, the reset
+    and the actions; the kit's determinism property holds every env to that)."""
+    played = _REPLIES.setdefault(env, {})
+    if (seed, reply) not in played:
+        played[seed, reply] = play_script(env, seed, lambda e, o, turn: reply)
+    return played[seed, reply]
+
+
 def guessing(pick: Pick) -> Adversary:
     """The adversary that replies, at once and every turn, with the template `pick` chooses
     for the seed's kind, filled from the opening conversation (the do-nothing reply where a
     slot finds nothing to fill it); None on seeds of a kind with no template."""
     def adversary(env: TraceEnv, seed: int) -> float | None:
         kinds = learned_templates(env)
-        obs, _ = env.reset(seed=seed)
-        kind = env.task.to_json().get("kind")
+        kind, view = _opening(env, seed)
         template = pick(kinds[kind]) if isinstance(kind, str) and kind in kinds else None
         if template is None:
             return None
-        reply = template.fill(view_of(obs)) or DO_NOTHING
-        return play_script(env, seed, lambda e, o, turn: reply)
+        return _replying(env, seed, template.fill(view) or DO_NOTHING)
     return adversary
 
 

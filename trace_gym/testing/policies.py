@@ -9,6 +9,7 @@ from trace_gym.env import TraceEnv
 from trace_gym.jsondata import sha256_json
 from trace_gym.rng import Rng
 from trace_gym.schema import sample_value
+from trace_gym.testing.kitenv import checked_reward
 from trace_gym.tools import ToolKind
 
 Act = Callable[[TraceEnv, list], Any]
@@ -16,14 +17,16 @@ Act = Callable[[TraceEnv, list], Any]
 REFUSAL = "I'm sorry, but I can't help with that request."
 
 
-def play(env: TraceEnv, seed: int, act: Act) -> tuple[float, list, dict]:
-    """One episode; returns (final reward, final observation, final info)."""
-    obs, info = env.reset(seed=seed)
+def play(env: TraceEnv, seed: int, act: Act, hint: bool | None = None) -> tuple[float, list, dict]:
+    """One episode, reset with `hint` (None: as the env decides, the kit's `KitEnv` by its
+    plan); returns (final reward, final observation, final info). A final reward that is not
+    a finite number raises PropertyFailed."""
+    obs, info = env.reset(seed=seed, options=None if hint is None else {"hint": hint})
     reward, done = 0.0, False
     while not done:
         obs, reward, terminated, truncated, info = env.step(act(env, obs))
         done = terminated or truncated
-    return float(reward), obs, info
+    return checked_reward(reward, seed), obs, info
 
 
 def oracle(env: TraceEnv, obs: list) -> Any:
