@@ -2,7 +2,8 @@
 
     trace-gym list [--json]
     trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
-    trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--no-record] [--require-isolation]
+    trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--seed-base N] [--no-record]
+                    [--isolation bubblewrap|fallback] [--require-isolation]
     trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
     trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
@@ -99,37 +100,48 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     report = audit(args.target, KitSettings(examples=args.examples),
                    dataclasses.replace(AUDIT_LIMITS, wall_seconds=args.timeout), record=not args.no_record,
-                   isolation=args.isolation, require_isolation=args.require_isolation)
-    if args.json:
+                   isolation=args.isolation, require_isolation=args.require_isolation, seed_base=args.seed_base)
+    if args.json:  # json escapes control characters itself
         print(json.dumps(report.to_json()))
         return 0 if report.passed else 1
     from rich.console import Console
     from rich.table import Table
 
+    from rich.markup import escape
+
+    from trace_gym.render import printable
+
+    def plain(text: str) -> str:  # a module's words, shown as written: no markup, no control characters
+        return escape(printable(text))
+
     console = Console()
     verdict = "[green]PASSED[/green]" if report.passed else "[red]FAILED[/red]"
-    console.print(f"audit of [bold]{report.env_id or report.path}[/bold]: {verdict}  "
-                  f"(sha256 {report.code_sha256[:12]}, kit v{report.kit_version}, {report.seconds:.1f} s)")
-    console.print(f"sandbox: {report.isolation}", style=None if report.sandboxed else "yellow")
+    console.print(f"audit of [bold]{plain(report.env_id or report.path)}[/bold]: {verdict}  "
+                  f"(sha256 {report.code_sha256[:12]}, kit v{report.kit_version}, seed base {report.seed_base}, "
+                  f"{report.seconds:.1f} s)")
+    console.print(f"sandbox: {plain(report.isolation)}", style=None if report.sandboxed else "yellow")
     if report.static:
         table = Table(title="static rules")
         for col in ("line", "rule", "finding"):
             table.add_column(col)
         for f in report.static:
-            table.add_row(str(f.line), f.rule, f.message)
+            table.add_row(str(f.line), plain(f.rule), plain(f.message))
         console.print(table)
         console.print("dynamic checks skipped: the code is not run while a static rule refuses it")
     if report.error:
-        console.print(f"[red]{report.error}[/red]")
+        console.print(plain(report.error), style="red")
     if report.results:
         table = Table(title="property kit")
         for col in ("property", "result", "detail"):
             table.add_column(col)
         for r in report.results:
-            table.add_row(r["name"], "[green]ok[/green]" if r["passed"] else "[red]FAIL[/red]", r["detail"])
+            table.add_row(plain(r["name"]), "[green]ok[/green]" if r["passed"] else "[red]FAIL[/red]",
+                          plain(r["detail"]))
         console.print(table)
     if report.recorded:
         console.print("recorded in the audit lock; manifest sha256 up to date")
+    elif not report.passed:
+        console.print(f"to play the same seeds again: --seed-base {report.seed_base}")
     return 0 if report.passed else 1
 
 
@@ -517,12 +529,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="env id (e.g. trace/precondition_verification-v0) or module path")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--examples", type=COUNT, default=20, help="hypothesis examples per property")
-    p.add_argument("--timeout", type=COUNT, default=300, help="wall-clock seconds for the whole dynamic audit")
+    p.add_argument("--timeout", type=COUNT, default=300, help="wall-clock seconds for the whole audit")
     p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
-    p.add_argument("--isolation", choices=["auto", "bubblewrap", "fallback"],
-                   help="how the env worker is isolated (default: $TRACE_GYM_ISOLATION or auto: bubblewrap where it runs)")
+    p.add_argument("--seed-base", type=NON_NEGATIVE, default=None,
+                   help="the base the kit draws its seeds from (default: drawn at random; a report names its base)")
+    p.add_argument("--isolation", choices=["bubblewrap", "fallback"],
+                   help="how the env worker is isolated (default: $TRACE_GYM_ISOLATION or bubblewrap; the fallback "
+                        "is not a boundary and runs only when named)")
     p.add_argument("--require-isolation", action="store_true",
-                   help="fail unless the module ran under bubblewrap (not the fallback isolation)")
+                   help="fail unless the module ran under bubblewrap, even if the fallback is named")
     p.set_defaults(run=_cmd_audit)
 
     for name, helptext, run in (("rollout", "play a policy on many seeds; append trajectory records", _cmd_rollout),

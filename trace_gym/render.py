@@ -8,6 +8,24 @@ _LABEL = {"system": "SYSTEM", "user": "USER", "assistant": "AGENT", "tool": "TOO
 _STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "yellow"}
 
 
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """`text` with every character a terminal would act on or hide written as an escape
+    (`\\x1b`, `\\u202e`): control characters (ANSI sequences, carriage returns), format
+    characters (bidirectional overrides, zero-width) and the like. For any text from outside
+    that reaches a person, such as a module's error in an audit report: it cannot redraw what
+    the report says. Newlines are kept when asked."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable() or (keep_newlines and c == "\n"):
+            out.append(c)
+        else:
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
 def message_text(m: Message, system_chars: int = 200) -> str:
     content = m.get("content") or ""
     if m["role"] == "system" and len(content) > system_chars:
@@ -30,5 +48,5 @@ def render_human(messages: list[Message]) -> None:
     console = Console()
     for m in messages:
         role = m["role"]
-        console.print(Panel(Text(message_text(m)), title=_LABEL[role], title_align="left",
+        console.print(Panel(Text(printable(message_text(m), keep_newlines=True)), title=_LABEL[role], title_align="left",
                             border_style=_STYLE[role]))

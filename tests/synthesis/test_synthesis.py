@@ -43,7 +43,7 @@ def _run(tmp_path, server, *extra):
     original = synthesis.synthesize
 
     def fast(*args, **kwargs):
-        return original(*args, kit_settings=FAST, limits=TIGHT, **kwargs)
+        return original(*args, kit_settings=FAST, limits=TIGHT, seed_base=0, **kwargs)
 
     synthesis.synthesize = fast
     try:
@@ -81,7 +81,7 @@ def test_failure_is_fed_back_and_the_fix_installed(tmp_path):
         assert {p.name for p in folder.iterdir()} == {"prompt.json", "response.md", "module.py", "report.json"}
     # the installed module's audit reproduces the recorded one
     lock = read_lock(tmp_path / "envs")["entries"][entry["sha256"]]
-    again = audit(str(installed), FAST, TIGHT, record=False)
+    again = audit(str(installed), FAST, TIGHT, record=False, seed_base=0)
     assert lock["results"] == [{k: r[k] for k in ("name", "passed", "detail")} for r in again.results]
     # and the new id works in a fresh process
     code = (f"import gymnasium as gym, trace_gym; env = gym.make('trace/{NAME}-v0'); obs, info = env.reset(seed=3); "
@@ -161,7 +161,7 @@ def test_calibration_result_is_fed_back(tmp_path):
 
         too_easy = synthesis.Calibration(functools.partial(Sometimes, 1.0), seeds=8, samples=4, bands=Bands())
         results = synthesis.synthesize(selected, complete, envs_dir=tmp_path / "envs", run_dir=tmp_path / "run",
-                                       attempts=2, calibration=too_easy, kit_settings=FAST, limits=TIGHT,
+                                       attempts=2, calibration=too_easy, kit_settings=FAST, limits=TIGHT, seed_base=0,
                                        log=lambda m: None)
     assert results[0].status == "FAILED"
     assert "too easy" in seen[1][-1]["content"]

@@ -1,15 +1,23 @@
 """`trace-gym audit ENV_ID|PATH`: check generated env code before anyone trains on it.
 
 1. Static rules on the source, without importing it (`trace_gym.audit.static`).
-2. The property kit, run here, in this trusted process, against the module loaded in a
-   sandboxed env worker (`trace_gym.sandbox`): the kit never imports the module, and the
-   module can change nothing of the kit's code, data or report. Skipped when the static
-   rules already refuse the code: it is never run. The worker runs under bubblewrap where
-   it can; elsewhere under the fallback isolation, which the report names (and which
-   `require_isolation` refuses to pass).
+2. The property kit against the module loaded in a sandboxed env worker
+   (`trace_gym.sandbox`): the kit never imports the module, and the module can change
+   nothing of the kit's code, data or report. Skipped when the static rules already refuse
+   the code: it is never run. The worker runs under bubblewrap; without it the audit
+   refuses to run, unless the fallback isolation is asked for by name, which the report and
+   the lock say.
 3. A passing audit is recorded in the audit lock next to the module (keyed by the code's
    sha256, the kit version and the hash of the trace_gym modules it may build on, with the
-   kit's results), and the manifest entry's sha256 is brought up to date.
+   kit's results, the seed base and the isolation), and the manifest entry's sha256 is
+   brought up to date.
+
+Steps 1 and 2 run in a trusted process of their own (`trace_gym.audit.runner`) with a
+memory and a CPU budget, killed at the audit's wall-clock budget (`Limits.wall_seconds`):
+whatever the module makes the kit compute, this process only waits, reads a bounded answer
+and writes the lock. The kit's seeds come from a base drawn at random for each audit
+unless one is given (`seed_base`, `--seed-base N`): a module cannot know which seeds it
+will be judged on, and the base in the report reproduces a failure.
 
 Whatever the module does, the answer is a report: a load error, a crash, a timeout, an
 exhausted limit or a refused escape are reasons, never a traceback.
@@ -17,24 +25,32 @@ exhausted limit or a refused escape are reasons, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import os
+import resource
+import secrets
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trace_gym.audit import lock
-from trace_gym.audit.static import Finding, check_source
-from trace_gym.errors import TraceGymError
+from trace_gym.audit.static import Finding, check_bytes, check_source
+from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
-from trace_gym.sandbox.isolation import IsolationUnavailable, Limits
-from trace_gym.sandbox.pool import WorkerLost, WorkerPool
-from trace_gym.testing import HYPOTHESIS_SEED, KIT_VERSION, KitSettings, run_kit
-from trace_gym.testing.envref import EnvRef
+from trace_gym.sandbox.isolation import IsolationUnavailable, Limits, env_mode
+from trace_gym.sandbox.isolation import resolve as resolve_isolation
+from trace_gym.testing import KIT_VERSION, KitSettings
 
-__all__ = ["audit", "AuditReport", "Limits", "AUDIT_LIMITS", "Finding", "check_source"]
+__all__ = ["audit", "AuditReport", "Limits", "AUDIT_LIMITS", "Finding", "check_source", "check_bytes"]
 
+SEED_BASES = 2**31
+"""Seed bases are drawn from [0, SEED_BASES)."""
 AUDIT_LIMITS = Limits(cpu_seconds=60, memory_bytes=3 * 2**30, request_seconds=10, wall_seconds=300)
 """The env worker of an audit: 60 s of CPU, 3 GiB, 10 s per request, 300 s in all (on a loaded
 machine the kit takes a few times its usual 10 to 40 s)."""
@@ -55,6 +71,8 @@ class AuditReport:
     results: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     """Why the dynamic audit could not run to the end (load error, timeout, limit, crash)."""
+    seed_base: int | None = None
+    """The base the kit drew its seeds from (`--seed-base N` plays the same seeds again)."""
     seconds: float = 0.0
     recorded: bool = False
 
@@ -121,53 +139,120 @@ def _module_path(entry_point: str) -> Path | None:
     return Path(spec.origin).resolve()
 
 
+AUDITOR_MEMORY_BYTES = 1280 * 2**20
+"""Address space of the audit's trusted process (`trace_gym.audit.runner`): the kit, its
+classifiers and what the module's worker sends are held within it."""
+RUNNER_MODULE = "trace_gym.audit.runner"
+"""The trusted process's module (`python -m RUNNER_MODULE`)."""
+KILL_GRACE_SECONDS = 8.0
+"""How long past the wall-clock budget the trusted process may take to report before it is
+killed (its worker gets the budget less this)."""
+
+
 def audit(target: str, settings: KitSettings = KitSettings(), limits: Limits = AUDIT_LIMITS,
-          record: bool = True, isolation: str | None = None, require_isolation: bool = False) -> AuditReport:
-    """Audit a generated env (an env id or a module path); see the module docstring."""
-    start = time.perf_counter()
+          record: bool = True, isolation: str | None = None, require_isolation: bool = False,
+          seed_base: int | None = None) -> AuditReport:
+    """Audit a generated env (an env id or a module path); see the module docstring.
+    `seed_base` None draws one at random (the report and the lock say which)."""
+    start = time.monotonic()
     path, env_id, attr = resolve_target(target)
     code = path.read_bytes()
+    if seed_base is None:
+        seed_base = secrets.randbelow(SEED_BASES)
+    elif not (type(seed_base) is int and 0 <= seed_base < SEED_BASES):
+        raise InvalidConfig(f"seed_base={seed_base!r} is invalid: must be an integer in [0, {SEED_BASES})")
+    settings = dataclasses.replace(settings, seed_base=seed_base)
     report = AuditReport(target=target, path=str(path), env_id=env_id, code_sha256=sha256_bytes(code),
-                         kit_version=KIT_VERSION, isolation="not run", require_isolation=require_isolation)
-    report.static = check_source(code.decode("utf-8", errors="replace"), str(path))
-    if not report.static:
-        _dynamic(report, path, attr, settings, limits, isolation, require_isolation)
-    report.seconds = round(time.perf_counter() - start, 2)
+                         kit_version=KIT_VERSION, isolation="not run", require_isolation=require_isolation,
+                         seed_base=seed_base)
+    try:
+        mode = resolve_isolation(isolation or env_mode(), require_isolation)
+    except IsolationUnavailable as exc:
+        report.isolation, report.error = f"none ({exc})", str(exc)
+        mode = None
+    if mode is not None:
+        _trusted(report, path, attr, settings, limits, mode.mode, start)
+    report.seconds = round(time.monotonic() - start, 2)
+    if report.passed and sha256_bytes(path.read_bytes()) != report.code_sha256:
+        report.error = "the module changed during the audit"
     if report.passed and record:
         lock.record(path.parent, report.code_sha256, {
-            "env_id": env_id, **lock.current_key(), "hypothesis_seed": HYPOTHESIS_SEED,
+            "env_id": env_id, **lock.current_key(), "hypothesis_seed": settings.hypothesis_seed,
+            "seed_base": seed_base, "isolation": "bubblewrap" if report.sandboxed else "fallback",
             "static": [], "results": [{k: r[k] for k in ("name", "passed", "detail")} for r in report.results]})
         _update_manifest(path, report.code_sha256)
         report.recorded = True
     return report
 
 
-def _dynamic(report: AuditReport, path: Path, attr: str | None, settings: KitSettings, limits: Limits,
-             isolation: str | None, require_isolation: bool) -> None:
-    """The kit, here, against the module in a sandboxed worker; fills results or error."""
+def _trusted(report: AuditReport, path: Path, attr: str | None, settings: KitSettings, limits: Limits,
+             mode: str, start: float) -> None:
+    """Run the static rules and the kit in the trusted process (`trace_gym.audit.runner`),
+    within the audit's budgets; fills the report's static findings, results or error."""
+    budget = limits.wall_seconds or AUDIT_LIMITS.wall_seconds
+    worker_limits = dataclasses.replace(limits, wall_seconds=max(1.0, budget - KILL_GRACE_SECONDS))
+    request = {"path": str(path), "attr": attr, "code_sha256": report.code_sha256,
+               "settings": dataclasses.asdict(settings), "limits": dataclasses.asdict(worker_limits),
+               "isolation": mode}
+    cpu = int(budget) + 1
+    proc = subprocess.Popen(
+        [sys.executable, "-m", RUNNER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        preexec_fn=lambda: _trusted_limits(cpu), start_new_session=True, close_fds=True)
     try:
-        pool = WorkerPool(1, limits, isolation, require_isolation)
-    except IsolationUnavailable as exc:
-        report.isolation, report.error = f"none ({exc})", str(exc)
+        out, err = proc.communicate(json.dumps(request).encode(), timeout=max(1.0, start + budget - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        report.error = f"the audit did not finish within its {budget:g} s wall-clock budget"
         return
-    report.isolation, report.sandboxed = pool.isolation.describe(), pool.isolation.sandboxed
-    ref = EnvRef(path=str(path), attr=attr, pool=pool)
-    try:
-        try:
-            ref.make().close()
-        except WorkerLost:
-            raise
-        except TraceGymError as exc:  # what the worker reported of the module's import or class
-            report.error = f"the module failed to load: {exc}"
-            return
-        kit = run_kit(ref, settings)
-        report.results = [r.to_json(timings=True) for r in kit.results]
-    except WorkerLost as exc:
-        report.error = f"the module's worker {exc.reason}"
-    except MemoryError:
-        report.error = f"the audit ran out of memory (limit {limits.memory_bytes // 2**20} MiB)"
     finally:
-        pool.close()
+        if proc.returncode is None:  # interrupted, or timed out: nothing of it stays
+            _kill_group(proc)
+    try:
+        answer = json.loads(out) if proc.returncode == 0 else None
+    except ValueError:
+        answer = None
+    if type(answer) is not dict:
+        report.error = _trusted_failure(proc.returncode, err, budget)
+        return
+    if answer.get("error") == "memory":
+        report.error = (f"the audit ran out of its {AUDITOR_MEMORY_BYTES // 2**20} MiB memory budget on what the "
+                        "module sent")
+        return
+    report.static = [Finding(**f) for f in answer.get("static", [])]
+    report.results = answer.get("results", [])
+    report.error = answer.get("error")
+    report.isolation, report.sandboxed = answer.get("isolation", "not run"), answer.get("sandboxed") is True
+
+
+def _trusted_limits(cpu_seconds: int) -> None:
+    # Soft limits only: the worker this process starts sets its own, higher, address space.
+    resource.setrlimit(resource.RLIMIT_AS, (AUDITOR_MEMORY_BYTES, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
+
+
+def _trusted_failure(code: int | None, stderr: bytes, budget: float) -> str:
+    """Why the trusted process gave no answer, in words."""
+    if code == -signal.SIGXCPU:
+        return f"the audit used more than its {int(budget) + 1} s of CPU"
+    if code is not None and code < 0:
+        return f"the audit's trusted process was killed by {signal.Signals(-code).name} (out of memory?)"
+    tail = stderr.decode(errors="replace").strip().splitlines()
+    if any("MemoryError" in line for line in tail[-5:]):
+        return f"the audit ran out of its {AUDITOR_MEMORY_BYTES // 2**20} MiB memory budget on what the module sent"
+    return f"the audit's trusted process exited with status {code}" + (f": {tail[-1][:300]}" if tail else "")
 
 
 def _update_manifest(path: Path, sha: str) -> None:

@@ -1,13 +1,16 @@
 """The audit lock: passing audits recorded next to the manifest.
 
-`{"schema_version": 2, "entries": {code sha256: {"env_id", "kit_version", "library_sha256",
-"hypothesis_seed", "static": [...], "results": [{"name", "passed", "detail"}]}}}` (no
-timings, so an audit of unchanged code reproduces its entry exactly). An entry holds for a
-module only while all three of its key parts are current: the module's own sha256, the kit
-version (a kit that checks more must look again), and `library_sha256`, the hash of the
-trace_gym modules a generated env may import (`trace_gym.provenance.library_sha256`), so
-that a change to what the module builds on needs a new audit and an unrelated commit does
-not. Written atomically.
+`{"schema_version": 3, "entries": {code sha256: {"env_id", "kit_version", "library_sha256",
+"hypothesis_seed", "seed_base", "isolation", "static": [...], "results": [{"name", "passed",
+"detail"}]}}}` (no timings; `trace-gym audit --seed-base N` of unchanged code reproduces its
+entry exactly). An entry holds for a module only while all three of its key parts are
+current: the module's own sha256, the kit version (a kit that checks more must look again),
+and `library_sha256`, the hash of the trace_gym modules a generated env may import
+(`trace_gym.provenance.library_sha256`), so that a change to what the module builds on needs
+a new audit and an unrelated commit does not. `isolation` is what the module ran under
+during its audit: an entry made under the fallback isolation (not a boundary: the module
+could have reached the auditor) holds only where the fallback is asked for again. Written
+atomically.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
+from trace_gym.sandbox.isolation import env_mode
 
 LOCK_NAME = "audit_lock.json"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class UnauditedEnvWarning(UserWarning):
@@ -69,6 +73,9 @@ def stale_reason(entry: dict[str, Any] | None) -> str | None:
         return f"audited with kit version {entry.get('kit_version')}, the kit is now version {key['kit_version']}"
     if entry.get("library_sha256") != key["library_sha256"]:
         return "the trace_gym modules it builds on changed since its audit"
+    if entry.get("isolation") != "bubblewrap" and env_mode() != "fallback":
+        return ("it was audited under the fallback isolation, which is not a boundary; audit it again under "
+                "bubblewrap (or ask for the fallback by name: TRACE_GYM_ISOLATION=fallback)")
     return None
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from trace_gym.audit.lock import record as record_lock
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
+from trace_gym.render import printable
 
 _CODE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 STATUSES = ("PENDING", "READY", "FAILED", "SHIPPED", "NOT_SELECTED")
@@ -127,11 +128,13 @@ def _manifest_entry(envs_dir: Path, name: str, cls: str, description: str, sha: 
             "description": description[:200], "origin": "synthesized", "sha256": sha}
 
 
-def install(envs_dir: Path, name: str, code: str, description: str, results: list[dict[str, Any]],
+def install(envs_dir: Path, name: str, code: str, description: str, report: dict[str, Any],
             replace: bool = False) -> Path:
-    """Put an audited module in the envs directory with its manifest and lock entries."""
+    """Put an audited module in the envs directory with its manifest and lock entries;
+    `report` is its passing audit's (`AuditReport.to_json()`): its results, seed base and
+    isolation go in the lock."""
     from trace_gym.audit.lock import current_key
-    from trace_gym.testing import HYPOTHESIS_SEED
+    from trace_gym.testing import KitSettings
 
     envs_dir.mkdir(parents=True, exist_ok=True)
     target = envs_dir / f"{name}.py"
@@ -148,8 +151,11 @@ def install(envs_dir: Path, name: str, code: str, description: str, results: lis
     tmp = target.with_suffix(".py.partial")
     tmp.write_text(code, encoding="utf-8")
     tmp.replace(target)
-    record_lock(envs_dir, sha, {"env_id": env_id, **current_key(), "hypothesis_seed": HYPOTHESIS_SEED,
-                                "static": [], "results": results})
+    record_lock(envs_dir, sha, {"env_id": env_id, **current_key(),
+                                "hypothesis_seed": KitSettings(seed_base=report["seed_base"]).hypothesis_seed,
+                                "seed_base": report["seed_base"],
+                                "isolation": "bubblewrap" if report["sandboxed"] else "fallback", "static": [],
+                                "results": [{k: r[k] for k in ("name", "passed", "detail")} for r in report["results"]]})
     manifest["envs"] = [e for e in manifest["envs"] if e["id"] != env_id]
     manifest["envs"].append(_manifest_entry(envs_dir, name, cls, description, sha))
     write_json_atomic(manifest_path, manifest)
@@ -159,9 +165,10 @@ def install(envs_dir: Path, name: str, code: str, description: str, results: lis
 def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], *, records: list[dict[str, Any]] | None = None,
                envs_dir: Path | None = None, run_dir: Path, attempts: int = 5, replace: bool = False,
                calibration: Calibration | None = None, kit_settings: Any = None, limits: Any = None,
-               log=print) -> list[SynthesisResult]:
+               seed_base: int | None = None, log=print) -> list[SynthesisResult]:
     """Synthesize every PENDING capability of `selected`; `complete(messages) -> text` is
-    the synthesis agent. Updates the statuses in `selected` as it goes."""
+    the synthesis agent. Updates the statuses in `selected` as it goes. Each audit draws its
+    kit's seed base at random unless `seed_base` is given."""
     from trace_gym.audit import Limits, audit
     from trace_gym.synthesis.prompt import render
     from trace_gym.synthesis.tools import target_tools
@@ -209,7 +216,8 @@ def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], 
                 if env_class_name(code) is None:
                     report = {"passed": False, "reasons": ["the module defines no class subclassing CapabilityEnv"]}
                 else:
-                    audited = audit(str(staged), kit_settings or KitSettings(), limits or Limits(), record=False)
+                    audited = audit(str(staged), kit_settings or KitSettings(), limits or Limits(), record=False,
+                                    seed_base=seed_base)
                     report = audited.to_json()
                     if audited.passed and calibration is not None:
                         report["calibration"] = calibration.run(staged)
@@ -217,10 +225,10 @@ def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], 
                             report["passed"] = False
                             report["reasons"] = [f"calibration: {p}" for p in report["calibration"]["problems"]]
             (folder / "report.json").write_text(json.dumps(report, indent=1, default=str))
-            log(f"{env_id}: attempt {attempt}: {'passed' if report['passed'] else 'failed: ' + '; '.join(report['reasons'][:3])}")
+            outcome = "passed" if report["passed"] else "failed: " + "; ".join(report["reasons"][:3])
+            log(printable(f"{env_id}: attempt {attempt}: {outcome}"))  # a module's words, never a terminal's orders
             if report["passed"]:
-                path = install(envs_dir, name, code, capability.get("description", ""),
-                               [{k: r[k] for k in ("name", "passed", "detail")} for r in report["results"]], replace)
+                path = install(envs_dir, name, code, capability.get("description", ""), report, replace)
                 status = "READY"
                 break
             messages = [*messages, {"role": "assistant", "content": response},
