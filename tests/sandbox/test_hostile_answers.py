@@ -58,12 +58,16 @@ PADDED_STEP = {"env_methods": (
     "    return obs, reward, terminated, truncated, info")}
 
 
-def test_an_answer_over_the_size_cap_loses_the_worker(tmp_path):
-    hooks = {"env_methods": PADDED_STEP["env_methods"].replace("PAD", str(MAX_ANSWER_BYTES + 10))}
+@pytest.mark.parametrize("pad, words", [
+    ("str(len(obs)) + 'x' * " + str(MAX_ANSWER_BYTES + 10), "longer than"),
+    ("[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5), "deeper"),
+])
+def test_a_step_answer_over_a_cap_loses_the_worker(tmp_path, pad, words):
+    hooks = {"env_methods": PADDED_STEP["env_methods"].replace("str(len(obs)) + 'x' * PAD", pad)}
     with WorkerPool(1) as pool:
-        env = _remote(tmp_path, "big_answer", pool, **hooks)
+        env = _remote(tmp_path, "over_a_cap", pool, **hooks)
         env.reset(seed=1)
-        with pytest.raises(WorkerLost, match="longer than"):
+        with pytest.raises(WorkerLost, match=words):
             env.step("hello")
 
 
@@ -91,16 +95,6 @@ def test_a_hinted_reset_with_megabytes_of_info_is_refused_not_held(tmp_path):
         env.reset(seed=1)
         with pytest.raises(WorkerLost, match="longer than"):
             env.reset(seed=2, options={"hint": True})
-
-
-def test_deep_info_loses_the_worker(tmp_path):
-    deep = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
-    hooks = {"env_methods": PADDED_STEP["env_methods"].replace("str(len(obs)) + 'x' * PAD", deep)}
-    with WorkerPool(1) as pool:
-        env = _remote(tmp_path, "deep_info", pool, **hooks)
-        env.reset(seed=1)
-        with pytest.raises(WorkerLost, match="deeper"):
-            env.step("hello")
 
 
 def test_a_nan_reward_is_refused_on_the_wire(tmp_path):
