@@ -14,7 +14,7 @@ import pytest
 
 from tests.audit.mutants import mutant
 from trace_gym.sandbox.isolation import bubblewrap_status
-from trace_gym.sandbox.pool import MAX_ANSWER_BYTES, MAX_DEPTH, WorkerLost, WorkerPool, read_answer
+from trace_gym.sandbox.pool import MAX_ANSWER_BYTES, MAX_DEPTH, RemoteEnvError, WorkerLost, WorkerPool, read_answer
 from trace_gym.sandbox.proxy import MAX_EPISODE_BYTES
 from trace_gym.testing import policies
 from trace_gym.testing.envref import EnvRef
@@ -205,3 +205,25 @@ def _alive(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
+
+
+# -- code that dataclasses would generate from a field name ---------------------------------
+
+_NAME = "\"__class__,print('ran')\""  # pasted by dataclasses into __eq__'s code: runs print
+DATACLASS_ROUTES = {
+    "type_made_class": ("from dataclasses import dataclass as _d\n"
+                        f"_E = _d(init=False)(type('_E', (), {{'__annotations__': {{{_NAME}: int}}}}))\n"
+                        "_E() == _E()"),
+    "renamed_field": ("from dataclasses import dataclass as _d, fields as _f\n"
+                      "@_d\nclass _B:\n    x: int = 0\n"
+                      f"_f(_B)[0].name = {_NAME}\n"
+                      "@_d(init=False)\nclass _C(_B):\n    pass\n"
+                      "_C() == _C()"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(DATACLASS_ROUTES))
+def test_a_field_name_that_is_code_is_refused_in_the_worker(tmp_path, route):
+    path = mutant(tmp_path, route, imports=DATACLASS_ROUTES[route])
+    with WorkerPool(1) as pool, pytest.raises(RemoteEnvError, match="is not an identifier"):
+        EnvRef(path=str(path), pool=pool).make()

@@ -1,8 +1,9 @@
 """Generated env code runs here, never in a trusted process.
 
 An env worker (`trace_gym.sandbox.worker`) loads a module and hosts env instances inside a
-bubblewrap sandbox (or, where bubblewrap cannot run, the fallback isolation; see
-`trace_gym.sandbox.isolation`). `RemoteEnv` is the Gymnasium env that drives one instance
+bubblewrap sandbox (or the fallback isolation, only when asked for by name; see
+`trace_gym.sandbox.isolation`), and every answer it sends is read as hostile
+(`trace_gym.sandbox.pool.read_answer`). `RemoteEnv` is the Gymnasium env that drives one instance
 over a pipe, and `WorkerPool` spreads many instances over a few workers. The property kit,
 rollouts, calibration and training use generated envs only through `RemoteEnv`; the
 registry makes one for every env whose manifest entry is not `origin: shipped`.

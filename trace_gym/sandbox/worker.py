@@ -71,6 +71,33 @@ def _guard(event: str, args: tuple, _refused: tuple = _REFUSED_EVENTS, _write_fl
             raise PermissionError(f"sandbox: writing {args[0]!r} is refused in an env worker")
 
 
+def _checked_dataclasses() -> None:
+    """`dataclasses.dataclass` that refuses a field name other than an identifier. It pastes
+    field names into the code it generates, so a name such as "x=print()" (set through a
+    class made by `type()`, or a kept `Field` renamed before a subclass) is code run in
+    this worker. trace_gym's own modules keep the function they imported earlier."""
+    import dataclasses
+    import keyword
+
+    make = dataclasses.dataclass
+
+    def check(cls: type) -> type:
+        own = list(cls.__dict__.get("__annotations__", {}))
+        inherited = [f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
+                     for f in dataclasses.fields(base)]
+        for name in own + inherited:
+            if not (type(name) is str and name.isidentifier() and not keyword.iskeyword(name)):
+                raise TypeError(f"dataclass field name {name!r:.80} is not an identifier")
+        return cls
+
+    def dataclass(cls=None, /, **options):  # noqa: ANN001, ANN202  (dataclasses' own signature)
+        if cls is None:
+            return lambda c: make(check(c), **options)
+        return make(check(cls), **options)
+
+    dataclasses.dataclass = dataclass
+
+
 def main() -> None:
     sys.dont_write_bytecode = True
     requests, answers = _protocol_streams()
@@ -78,6 +105,7 @@ def main() -> None:
     from trace_gym.sandbox.host import Host
 
     host = Host()
+    _checked_dataclasses()
     sys.addaudithook(_guard)
     host.serve(requests, answers)
 
