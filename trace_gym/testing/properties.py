@@ -367,8 +367,9 @@ def candidate_answers(ref: EnvRef, s: KitSettings) -> str:
 POSITION_ERRORS = 4.0
 """Standard errors of a random pick's share a position rule may exceed it by, where that is
 more than OVER_BASELINE: six rules on two splits are twelve comparisons, each made on a new
-seed base every audit, and an honest env must not fail one by chance (at 3 the
-precondition env, with about 100 choices a split, failed about one base in fifty)."""
+seed base every audit, and an honest env must not fail one by chance (at 3, over the hint
+groups as well, a simulation put the precondition env, with about 100 choices a group, at
+1.5 to 3% of bases)."""
 
 
 def choice_positions(ref: EnvRef, s: KitSettings) -> str:
