@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -204,8 +205,8 @@ def test_fallback_stops_python_level_writes_but_not_a_program_started_below_the_
 
 # -- behaviour that shows only outside the audit --------------------------------------------
 
-# Behaves whenever the kit looks (the kit never resets with a hint) and, on a hinted reset,
-# as in training, starts a program that writes the marker.
+# Earns its rewards honestly and, on a hinted reset, as in training, starts a program (in a
+# session of its own) that writes the marker: harm no reward shows, only the boundary stops.
 AUDIT_AWARE = {"env_generate": (
     "if self.episode_hint_requested:\n"
     "    from dataclasses import sys as _s\n"
@@ -213,7 +214,7 @@ AUDIT_AWARE = {"env_generate": (
     "    _os = _s.modules['os']\n"
     "    _r, _w = _os.pipe()\n"
     "    _p.fork_exec([PYTHON, '-c', 'open(' + repr(MARKER) + ', \"w\").write(\"x\")'], [PYTHON.encode()], True, "
-    "(_w,), None, None, -1, -1, -1, -1, -1, -1, _r, _w, True, False, -1, None, None, None, -1, None, False)\n"
+    "(_w,), None, None, -1, -1, -1, -1, -1, -1, _r, _w, True, True, -1, None, None, None, -1, None, False)\n"
     "return super()._new_episode(rng)"),
     "env_methods": (
         "episode_hint_requested = False\n"
@@ -241,7 +242,7 @@ def test_a_module_that_behaves_under_audit_is_contained_in_rollouts_and_training
     import sys
 
     envs, path = _install_audit_aware(tmp_path)
-    # it passes the kit: the kit never sends a hint
+    # it passes the kit's reward checks, hinted resets included: its harm is not in its rewards
     with WorkerPool(1, AUDIT_LIMITS) as pool:
         assert run_kit(EnvRef(path=str(path), pool=pool), FAST, only=["oracle_solves", "verifier_soundness"]).passed
     env = {**os.environ, "TRACE_GYM_ENVS_DIR": str(envs), "TRACE_GYM_ISOLATION": "bubblewrap"}
@@ -265,4 +266,8 @@ def test_a_module_that_behaves_under_audit_is_contained_in_rollouts_and_training
     subprocess.run([sys.executable, "-m", "trace_gym.cli", "rollout", "trace/sneaky-v0", "--policy", "oracle",
                     "--seeds", "0:1", "--hint", "--workers", "1", "--quiet", "--out", str(tmp_path / "fallback.jsonl")],
                    check=True, env=env, capture_output=True)
+    # in a session of its own, the program outlives the fallback worker's process group
+    deadline = time.monotonic() + 10
+    while not harmed(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert harmed(tmp_path) == ["marker"]
