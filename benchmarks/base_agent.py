@@ -8,13 +8,13 @@ since wall time on a shared machine depends on the load):
 
 - build: `trace-gym base-agent build` from an empty cache (a temporary TRACE_GYM_HOME:
   download, conversion and SFT), then the same call again (returns the cached agent).
-- targets: `--seeds` test seeds per target env, compact prompts, greedy decoding, batches of
-  8 with KV reuse: the share of agent turns that parse, pass rate and mean reward with a 95%
+- targets: `--seeds` test seeds per target env, compact prompts, greedy decoding, 8 episodes
+  in flight with KV reuse: the share of agent turns that parse, pass rate and mean reward with a 95%
   bootstrap interval, pass rate per task kind (weak kinds marked), episodes per minute. A
   turn parses when every call in it is a valid call of one of the offered tools (arguments
   valid against its schema), or when it is a reply and the oracle, asked on the same
   observation, would also reply: text where a tool call was due does not count.
-- kv: `--kv-episodes` episodes per target (one batch), with and without KV reuse, side by
+- kv: `--kv-episodes` episodes per target (all in flight), with and without KV reuse, side by
   side: prefilled tokens per episode, wall and CPU seconds, episodes per minute, and whether
   every transcript is identical.
 - weak: with the targets' `kinds` knob, `--weak-episodes` test episodes whose requests are
@@ -62,46 +62,53 @@ def uptime() -> str:
 
 def play(policy, env_id: str, seeds: list[int], env_kwargs: dict[str, Any], batch: int = 8,
          check_turns: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Episodes in lockstep, `batch` at a time, one `act_batch` per turn; with `check_turns`,
-    every agent turn is classified against the tools' schemas and the oracle."""
-    from trace_gym.schema import compile_arguments_validator
-    from trace_gym.trajectory import make_record
+    """Episodes through the episode driver, `batch` in flight (the local policy decodes them
+    together); with `check_turns`, every agent turn is classified against the tools' schemas
+    and the oracle before the env steps it."""
+    from trace_gym.driver import Episode, batched
+    from trace_gym.driver import play as drive
 
     turns = {"turns": 0, "parsed": 0, "invalid_call": 0, "unknown_tool": 0, "bad_arguments": 0, "text_for_call": 0}
-    validators: dict[str, Any] = {}
-    queue, active, records = list(seeds), [], []
-    while queue or active:
-        while queue and len(active) < batch:
-            seed = queue.pop(0)
-            env = gym.make(env_id, **env_kwargs)
-            obs, info = env.reset(seed=seed)
-            active.append({"seed": seed, "env": env, "obs": obs, "tools": info["tools"]})
-        actions = policy.act_batch([(a["obs"], a["tools"], a["seed"] + len(a["obs"])) for a in active])
-        still = []
-        for episode, action in zip(active, actions):
-            env = episode["env"]
-            if check_turns:
-                classify(env, episode, action, turns, validators, compile_arguments_validator)
-            obs, reward, terminated, truncated, info = env.step(action)
-            episode["obs"] = obs
-            if terminated or truncated:
-                records.append(make_record(env, env_id=env_id, seed=episode["seed"], sample=0, policy=policy.name,
-                                           hint=False, messages=obs, reward=reward, info=info, timings={}))
-            else:
-                still.append(episode)
-        active = still
-    return records, turns
+    agent = _Classifying(batched(policy), turns) if check_turns else policy
+    played = drive([Episode(seed) for seed in seeds], agent, env_id=env_id,
+                   make_env=lambda name: gym.make(name, **env_kwargs), in_flight=batch)
+    return [p.record() for p in played], turns
 
 
-def classify(env, episode, action: str, turns: dict[str, int], validators, compile_validator) -> None:
+class _Classifying:
+    """A batched policy that classifies each turn of another one (`classify`) as it comes."""
+
+    def __init__(self, inner: Any, turns: dict[str, int]) -> None:
+        from trace_gym.schema import compile_arguments_validator
+
+        self.inner, self.name, self.turns = inner, inner.name, turns
+        self.validators: dict[str, Any] = {}
+        self.compile = compile_arguments_validator
+        if hasattr(inner, "capacity"):  # a turn-by-turn instance plays one episode at a time
+            self.capacity = inner.capacity
+
+    def submit(self, live: Any) -> None:
+        self.inner.submit(live)
+
+    def collect(self) -> list[Any]:
+        ready = self.inner.collect()
+        for live, reply in ready:
+            classify(live.env, live.messages, live.tools, reply.action, self.turns, self.validators, self.compile)
+        return ready
+
+    def release(self, live: Any) -> None:
+        self.inner.release(live)
+
+
+def classify(env, messages, tools_offered, action: str, turns: dict[str, int], validators, compile_validator) -> None:
     from trace_gym.actions import parse_action
 
     turns["turns"] += 1
     parsed = parse_action(action)
-    tools = {t["function"]["name"]: t["function"]["parameters"] for t in episode["tools"]}
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in tools_offered}
     if parsed.is_reply:
         try:
-            due = parse_action(env.unwrapped.oracle_action(episode["obs"]))
+            due = parse_action(env.unwrapped.oracle_action(messages))
             wanted_call = not due.is_reply
         except Exception:  # noqa: BLE001  (an observation the oracle cannot act from: count the reply)
             wanted_call = False
@@ -238,14 +245,16 @@ def section_weak(args, factory, weak: tuple[str, ...]) -> None:
 def section_capabilities(args, model: Path) -> None:
     from trace_gym.agents.base import make_policy
     from trace_gym.calibration import Bands, calibrate
-    from trace_gym.rollout import Job, run_batched
+    from trace_gym.driver import Episode
+    from trace_gym.driver import play as drive
 
     factory = functools.partial(make_policy, "local", model_path=str(model), temperature=1.0,
                                 threads=args.threads)
     for env_id in CAPABILITY_ENVS:
-        jobs = [Job(env_id, SPLITS["train"].start + i, s) for i in range(args.cap_seeds) for s in range(args.cap_samples)]
+        episodes = [Episode(SPLITS["train"].start + i, s) for i in range(args.cap_seeds) for s in range(args.cap_samples)]
         start = time.perf_counter()
-        records = list(run_batched(jobs, factory, workers=args.cap_samples * 2, env_kwargs={"prompt_style": "compact"}))
+        records = [p.record() for p in drive(episodes, factory, env_id=env_id, env_kwargs={"prompt_style": "compact"},
+                                             in_flight=args.cap_samples * 2)]
         result = calibrate(records, Bands())
         print(f"{env_id} at temperature 1.0 ({len(records)} episodes): mean reward {result['mean_reward']:.3f}, "
               f"success rate {result['success_rate']:.3f}, std {result['reward_std']:.3f}, in bands "

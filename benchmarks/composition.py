@@ -30,11 +30,10 @@ TARGETS = ("trace/airline-v0", "trace/retail-v0")
 
 
 def play(factory, env_id: str, seeds: list[int], path: Path) -> list[dict]:
-    from trace_gym.rollout import read_records, rollout, run_batched
+    from trace_gym.rollout import read_records, rollout
 
     if not path.is_file() or len(read_records(path)) < len(seeds):
-        rollout(env_id, factory, seeds, path, workers=16, runner=run_batched, progress=False,
-                env_kwargs={"prompt_style": "compact"})
+        rollout(env_id, factory, seeds, path, workers=16, progress=False, env_kwargs={"prompt_style": "compact"})
     return read_records(path)
 
 

@@ -1,9 +1,9 @@
-"""Rollout throughput: oracle episodes per second with parallel workers, and local-agent
-episodes per minute (batched local generation).
+"""Rollout throughput: oracle episodes per second with one and two episodes in flight, and
+local-agent episodes per minute (batched local generation).
 
     python benchmarks/rollout_throughput.py [--episodes 400] [--tiny PATH] [--tiny-episodes 16]
 
-The oracle figure is the whole rollout path (processes, records, atomic appends); the tiny
+The oracle figure is the whole rollout path (the episode driver, records, atomic appends); the tiny
 agent one uses the base agent in the cache (`trace-gym base-agent build`), or --tiny.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from trace_gym.agents.base import make_policy  # noqa: E402
-from trace_gym.rollout import rollout, run_batched  # noqa: E402
+from trace_gym.rollout import rollout  # noqa: E402
 
 
 def main() -> None:
@@ -47,8 +47,8 @@ def main() -> None:
             out = Path(tmp) / "tiny.jsonl"
             factory = functools.partial(make_policy, "local", model_path=str(tiny), temperature=1.0)
             start = time.perf_counter()
-            rollout(env_id, factory, range(args.tiny_episodes), out, workers=8, runner=run_batched,
-                    progress=False, env_kwargs={"prompt_style": "compact"})
+            rollout(env_id, factory, range(args.tiny_episodes), out, workers=8, progress=False,
+                    env_kwargs={"prompt_style": "compact"})
             minutes = (time.perf_counter() - start) / 60
             print(f"tiny    {env_id:20s} batch=8    {args.tiny_episodes / minutes:8.1f} episodes/min")
             out.unlink()

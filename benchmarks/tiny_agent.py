@@ -20,8 +20,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from trace_gym.agents.base import make_policy  # noqa: E402
+from trace_gym.driver import Episode, play  # noqa: E402
 from trace_gym.messages import INVALID_TOOL_CALL  # noqa: E402
-from trace_gym.rollout import Job, run_batched  # noqa: E402
 from trace_gym.seeding import SPLITS  # noqa: E402
 
 
@@ -42,9 +42,10 @@ def main() -> None:
         # turns (calls with an address or several item ids) and counts them unparseable.
         factory = functools.partial(make_policy, "local", model_path=str(path), temperature=0.0)
         for env_id in ("trace/airline-v0", "trace/retail-v0"):
-            jobs = [Job(env_id, SPLITS["test"].start + i, 0) for i in range(args.episodes)]
+            episodes = [Episode(SPLITS["test"].start + i) for i in range(args.episodes)]
             start = time.perf_counter()
-            records = list(run_batched(jobs, factory, workers=8, env_kwargs={"prompt_style": "compact"}))
+            records = [p.record() for p in play(episodes, factory, env_id=env_id,
+                                                env_kwargs={"prompt_style": "compact"}, in_flight=8)]
             turns = [m for r in records for m in r["messages"] if m["role"] == "assistant"]
             bad = sum(any(tc["function"]["name"] == INVALID_TOOL_CALL for tc in m.get("tool_calls") or [])
                       for m in turns)

@@ -29,6 +29,8 @@ import gymnasium as gym  # noqa: E402
 import torch  # noqa: E402
 
 import trace_gym  # noqa: E402,F401
+from trace_gym.agents.base import OraclePolicy  # noqa: E402
+from trace_gym.driver import Episode, play  # noqa: E402
 from trace_gym.seeding import SPLITS  # noqa: E402
 from trace_gym.tinyagent.build import (  # noqa: E402
     REPEAT_HALF,
@@ -96,14 +98,10 @@ def main() -> None:
     print(f"lookup drills exactly right, the built agent: {exact}/{len(drills)}")
     calls = right = 0
     for env_id in TARGETS:
-        env = gym.make(env_id, prompt_style="compact")
-        for i in range(args.episodes):
-            obs, info = env.reset(seed=SPLITS["test"].start + i)
-            done = False
-            while not done:
-                obs, _, terminated, truncated, info = env.step(env.unwrapped.oracle_action(obs))
-                done = terminated or truncated
-            for window in windows({"messages": obs, "tools": [], "kinds": []}):
+        episodes = [Episode(SPLITS["test"].start + i) for i in range(args.episodes)]
+        for played in play(episodes, OraclePolicy(), env_id=env_id,
+                           make_env=lambda name: gym.make(name, prompt_style="compact")):
+            for window in windows({"messages": played.messages, "tools": [], "kinds": []}):
                 ok, is_call = last_turn_exact(model, tokenizer, window)
                 calls += is_call
                 right += ok and is_call

@@ -4,7 +4,8 @@
   (`trace_gym.moe.mixture`), routing every token top-1 as it generates.
 - `RouterPolicy`: the task router picks one adapter per conversation after its first user
   message (`trace_gym.moe.router`), and the conversation is played with that adapter (or
-  the base). Conversations of a batch that chose the same adapter generate together.
+  the base). Both are batched policies of the episode driver (`trace_gym.driver`): the
+  conversations in flight that chose the same adapter generate together.
 
 Both run locally. A vLLM server serves one adapter per request, so the task router is the
 composition a server can serve (`choose_on_server` plus the chosen adapter's name as the
@@ -13,12 +14,15 @@ request's model); the token-level mixture needs the local forward.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from trace_gym.agents.local import LocalModelPolicy
+from trace_gym.driver import Live, Reply
 from trace_gym.jsondata import canonical_json
 from trace_gym.runs import dir_sha256
 
@@ -39,12 +43,13 @@ class MixturePolicy(LocalModelPolicy):
                 "adapters_sha256": [a["sha256"] for a in json.loads(
                     (self.mixture_path / "mixture.json").read_text())["adapters"]],
                 "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "seed": self.seed}
+                "seed": self.seed, "dtype": self.placement.dtype}
 
 
 class RouterPolicy:
     """One `LocalModelPolicy` per option over one shared peft model holding every adapter;
-    each conversation is routed once and stays with its option (its cache too)."""
+    each conversation is routed once and stays with its option (its cache too). A batched
+    policy (`submit` / `collect` / `release`), usable one conversation at a time (`act`)."""
 
     def __init__(self, model_path: str | os.PathLike, adapters: dict[str, str | os.PathLike], **kwargs: Any) -> None:
         from peft import PeftModel
@@ -68,42 +73,77 @@ class RouterPolicy:
                 self.peft, self.base.tokenizer, name=f"{self.base.name}+{name}", temperature=self.base.temperature,
                 top_p=self.base.top_p, max_new_tokens=self.base.max_new_tokens, seed=self.base.seed)
         self.decisions: dict[str, str] = {}
+        self.chosen: dict[int, str] = {}
+        """The option of each episode in flight (by the driver's key)."""
+        self.waiting: dict[str, set[int]] = {option: set() for option in self.options}
+        """Per option, the episodes whose turn it is producing."""
         self.name = f"router:{self.model_path.name}+{'+'.join(names)}"
         self.temperature, self.top_p, self.max_new_tokens = (self.base.temperature, self.base.top_p,
                                                              self.base.max_new_tokens)
 
-    def bind(self, env: Any, seed: int = 0, sample: int = 0) -> None:
-        for policy in self.per_option.values():
-            policy.bind(env, seed, sample)
-
     def route(self, messages: list[dict[str, Any]]) -> str:
+        """The option of a conversation, chosen from its first user message (once per opening)."""
         key = canonical_json(self.first_user_turn(messages))
         if key not in self.decisions:
             self.decisions[key] = self.options[self.router.choose(self.first_user_turn(messages))]
         return self.decisions[key]
 
+    @contextlib.contextmanager
+    def _adapter(self, option: str) -> Iterator[None]:
+        """The shared peft model running `option`: the base with every adapter off, or one adapter."""
+        if option == "base":
+            with self.peft.disable_adapter():
+                yield
+        else:
+            self.peft.set_adapter(option)
+            yield
+
+    # -- the driver's batched interface --------------------------------------------------------
+
+    def submit(self, live: Live) -> None:
+        """Route the episode at its first turn, then hand every turn to its option's policy."""
+        option = self.chosen.get(live.key)
+        if option is None:
+            option = self.chosen[live.key] = self.route(live.messages)
+        self.waiting[option].add(live.key)
+        self.per_option[option].submit(live)
+
+    def collect(self) -> list[tuple[Live, Reply]]:
+        """The ready turns of every option that has turns to produce, each generated under its
+        own adapter (the options share the model's weights)."""
+        out: list[tuple[Live, Reply]] = []
+        for option, keys in self.waiting.items():
+            if not keys:
+                continue
+            with self._adapter(option):
+                ready = self.per_option[option].collect()
+            for live, _ in ready:
+                keys.discard(live.key)
+            out += ready
+        return out
+
+    def release(self, live: Live) -> None:
+        option = self.chosen.pop(live.key, None)
+        if option is not None:
+            self.waiting[option].discard(live.key)
+            self.per_option[option].release(live)
+
+    # -- one conversation at a time -----------------------------------------------------------
+
+    def bind(self, env: Any, seed: int = 0, sample: int = 0) -> None:
+        for policy in self.per_option.values():
+            policy.bind(env, seed, sample)
+
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        return self.act_batch([(messages, tools, self.base._episode_seed + len(messages))])[0]
+        option = self.route(messages)
+        with self._adapter(option):
+            return self.per_option[option].act(messages, tools)
 
-    def act_batch(self, items: list[tuple[list[dict[str, Any]], list[dict[str, Any]], int]]) -> list[str]:
-        import contextlib
-
-        routes = [self.route(messages) for messages, _, _ in items]
-        out: list[str | None] = [None] * len(items)
-        for option in dict.fromkeys(routes):
-            chosen = [i for i, r in enumerate(routes) if r == option]
-            if option == "base":
-                context = self.peft.disable_adapter()
-            else:
-                self.peft.set_adapter(option)
-                context = contextlib.nullcontext()
-            with context:
-                texts = self.per_option[option].act_batch([items[i] for i in chosen])
-            for i, text in zip(chosen, texts):
-                out[i] = text
-        return out  # type: ignore[return-value]
+    def metadata(self) -> dict[str, Any]:
+        return self.base.metadata()
 
     def fingerprint(self) -> dict[str, Any]:
         return {"name": "router", "model_sha256": dir_sha256(self.model_path),
                 "adapters_sha256": {k: dir_sha256(v) for k, v in sorted(self.adapters.items())},
-                "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens}
+                "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
+                "dtype": self.base.placement.dtype}

@@ -70,13 +70,13 @@ def local_factory(path: str, temperature: float, max_new_tokens: int, **extra: A
 
 
 def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[str, Any], batch: int,
-         samples: int = 1, batched: bool = True) -> list[dict[str, Any]]:
-    """Episodes appended to `out` (resumed), generated in batches of `batch` for a model
-    policy, or in worker processes for the oracle."""
-    from trace_gym.rollout import read_records, rollout, run_batched
+         samples: int = 1) -> list[dict[str, Any]]:
+    """Episodes appended to `out` (resumed), `batch` in flight at once (a model policy
+    generates them together)."""
+    from trace_gym.rollout import read_records, rollout
 
-    rollout(env_id, factory, seeds, out, samples=samples, workers=batch, runner=run_batched if batched else None,
-            progress=True, env_kwargs=knobs(config, env_id))
+    rollout(env_id, factory, seeds, out, samples=samples, workers=batch, progress=True,
+            env_kwargs=knobs(config, env_id))
     wanted = set(seeds)
     return [r for r in read_records(out) if r["seed"] in wanted and r["sample"] < samples]
 
@@ -234,8 +234,7 @@ def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, d
         seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 300_000 + i for i in range(section["episodes"])]
         for env_id in envs:
             path = directory / "oracle" / f"{env_id.split('/')[1]}.jsonl"
-            trajectories[env_id] = play(env_id, functools.partial(make_policy, "oracle"), seeds, path, config, 1,
-                                        batched=False)
+            trajectories[env_id] = play(env_id, functools.partial(make_policy, "oracle"), seeds, path, config, 1)
     run(agent["path"], [adapters[e]["adapter"] for e in envs], envs, directory,
         ComposeConfig(episodes=section["episodes"], gates=GateConfig(epochs=section["epochs"])),
         env_kwargs={e: knobs(config, e) for e in envs}, trajectories=trajectories, log=None)

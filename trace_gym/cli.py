@@ -65,13 +65,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_play(args: argparse.Namespace) -> int:
     from trace_gym.agents import make_policy
+    from trace_gym.driver import Episode, play
     from trace_gym.registry import entry, make
-    from trace_gym.trajectory import run_episode
 
     env_id = entry(args.env_id).id
     policy = make_policy(args.policy, **({"seed": args.seed} if args.policy == "random" else {}))
-    env = make(env_id)
-    record = run_episode(env, policy, env_id=env_id, seed=args.seed, hint=args.hint)
+    (played,) = play([Episode(args.seed, hint=args.hint)], policy, env_id=env_id, make_env=make)
+    record = played.record()
     if args.json:
         print(json.dumps(record))
         return 0
@@ -105,9 +105,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
         return 0 if report.passed else 1
     from rich.console import Console
-    from rich.table import Table
-
     from rich.markup import escape
+    from rich.table import Table
 
     from trace_gym.render import printable
 
@@ -163,6 +162,10 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
     g.add_argument(temperature_flag, dest="temperature", type=float, default=temperature)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--max-new-tokens", type=int, default=192)
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                   help="local model precision: auto = bf16 where the CPU has it natively (avx512_bf16, AMX), "
+                        "else fp32")
+    g.add_argument("--threads", type=int, help="local model torch threads (default: every core this process may use)")
     g.add_argument("--timeout", type=float, default=60.0, help="endpoint request timeout, seconds")
     g.add_argument("--retries", type=int, default=3, help="endpoint retries on transient errors")
 
@@ -182,7 +185,8 @@ def policy_factory(args: argparse.Namespace):
     from trace_gym.baseagent.build import default_agent_dir
 
     path = args.model_path or str(default_agent_dir())
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens,
+                "dtype": getattr(args, "dtype", "auto"), "threads": getattr(args, "threads", None), "announce": True}
     if args.policy in ("mixture", "router"):
         composed = getattr(args, "compose_dir", None)
         if not composed:
@@ -196,8 +200,22 @@ def policy_factory(args: argparse.Namespace):
     return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter, **sampling)
 
 
-def _rollout_mode(policy: str) -> str:
-    return {"endpoint": "thread", "local": "batch", "mixture": "batch", "router": "batch"}.get(policy, "process")
+LOCAL_IN_FLIGHT = 64
+"""Episodes a local model plays at once by default: its continuous batch (64 fit in 8 GiB in
+bf16; benchmarks/engine.py)."""
+
+
+def in_flight(args: argparse.Namespace) -> int:
+    """`--workers`, or the policy's default: a local model's batch, else one per core."""
+    if getattr(args, "workers", None):
+        return args.workers
+    return LOCAL_IN_FLIGHT if args.policy in ("local", "mixture", "router") else max(1, os.cpu_count() or 1)
+
+
+def _threaded(policy: str) -> bool:
+    """Whether the policy's turns wait on a server (so they run in threads, overlapping); the
+    local, mixture and router policies batch their episodes themselves."""
+    return policy == "endpoint"
 
 
 def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, default_out: str = "") -> Path:
@@ -205,13 +223,12 @@ def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defau
     fingerprint id appended (another policy, model, adapter, sampling, hint or env version
     gets another file). Returns the file."""
     from trace_gym.registry import entry
-    from trace_gym.rollout import rollout, run_batched
+    from trace_gym.rollout import rollout
     from trace_gym.runs import fingerprint_id, run_fingerprint
     from trace_gym.seeding import parse_seed_range, seeds
 
     env_id = entry(args.env_id).id
     start, stop = parse_seed_range(args.seeds)
-    mode = _rollout_mode(args.policy)
     env_kwargs = None
     if getattr(args, "config", None):
         from trace_gym.runconfig import env_knobs
@@ -221,9 +238,8 @@ def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defau
     fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=env_kwargs)
     out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
     summary = rollout(env_id, factory, seeds(args.split, start, stop), out, samples=samples,
-                      hint=args.hint, workers=args.workers, mode=mode, progress=not args.quiet,
-                      runner=run_batched if mode == "batch" else None, env_kwargs=env_kwargs,
-                      fingerprint=fingerprint)
+                      hint=args.hint, workers=in_flight(args), threaded=_threaded(args.policy),
+                      progress=not args.quiet, env_kwargs=env_kwargs, fingerprint=fingerprint)
     if not args.quiet:
         print(f"{summary.written} episode(s) written to {summary.path}; {summary.skipped} already there",
               file=sys.stderr)
@@ -554,8 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--trials", type=COUNT, default=1, help="episodes per seed (for pass^k)")
             p.add_argument("--out", help="where the trajectories go (default: runs/eval/...-<run fingerprint>.jsonl)")
             p.add_argument("--json", action="store_true")
-        p.add_argument("--workers", type=COUNT, default=max(1, (os.cpu_count() or 1)),
-                       help="parallel episodes (processes, threads or batch size, by policy)")
+        p.add_argument("--workers", type=COUNT, help="episodes in flight at once (a local model's batch, default "
+                       f"{LOCAL_IN_FLIGHT}; an endpoint policy's threads, default the core count)")
         p.add_argument("--hint", action="store_true")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
         p.add_argument("--config", help="run configuration (e.g. configs/embedded.toml): the env's knobs from "

@@ -18,10 +18,10 @@ log-probabilities; `trace_reward` is the reward function that reads the env's ve
                           rollout_func=rollouts, args=GRPOConfig(num_generations=8, ...))
 
 **Any other trainer.** `play(env_id, seed, generate)` plays one episode with any
-`generate(messages, tools) -> text` function and returns its trajectory record (messages,
-reward, verdict); `score(env_id, seed, turns)` replays the agent's turns (texts) and returns
-the verifier's reward, so a trainer that keeps only the agent's texts can still be paid by
-the env. Episodes are pure functions of (env id, knobs, seed, actions), so a replay scores
+`generate(messages, tools) -> text` function (through the episode driver) and returns its
+trajectory record (messages, reward, verdict); `score(env_id, seed, turns)` replays the
+agent's turns (texts) and returns the verifier's reward, so a trainer that keeps only the
+agent's texts can still be paid by the env. Episodes are pure functions of (env id, knobs, seed, actions), so a replay scores
 what the episode scored.
 """
 
@@ -40,24 +40,28 @@ Generate = Callable[[list[Message], list[dict[str, Any]]], Any]
 
 # -- any trainer ---------------------------------------------------------------------------
 
+class _Generate:
+    """A turn-by-turn policy over a `generate(messages, tools)` function."""
+
+    def __init__(self, generate: Generate) -> None:
+        self.generate = generate
+        self.name = getattr(generate, "__name__", "generate")
+
+    def bind(self, env: Any, seed: int = 0, sample: int = 0) -> None:
+        pass
+
+    def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
+        return self.generate(messages, tools)
+
+
 def play(env_id: str, seed: int, generate: Generate, *, hint: bool = False, **env_kwargs: Any) -> dict[str, Any]:
-    """One episode played by `generate`; its trajectory record."""
-    from trace_gym.trajectory import run_episode
+    """One episode played by `generate`; its trajectory record (an env that fails gives a
+    record with `error` and reward 0; an error of `generate` is raised)."""
+    from trace_gym.driver import Episode
+    from trace_gym.driver import play as drive
 
-    class _Policy:
-        name = getattr(generate, "__name__", "generate")
-
-        def bind(self, env: Any, seed: int = 0, sample: int = 0) -> None:
-            pass
-
-        def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
-            return generate(messages, tools)
-
-    env = make_env(env_id, **env_kwargs)
-    try:
-        return run_episode(env, _Policy(), env_id=env_id, seed=seed, hint=hint)
-    finally:
-        env.close()
+    (played,) = drive([Episode(seed, hint=hint)], _Generate(generate), env_id=env_id, env_kwargs=env_kwargs)
+    return played.record()
 
 
 def score(env_id: str, seed: int, turns: Sequence[Any], **env_kwargs: Any) -> float:

@@ -12,9 +12,10 @@ Every record carries its run's fingerprint (`run`: env sha256 and knobs, hint, p
 its model, adapter and sampling settings; `trace_gym.runs`). Appending to a file that holds
 records of another run is refused, saying what differs.
 
-Parallelism follows the backend: worker processes for policies that compute in Python
-(oracle, random), threads for endpoint policies (the server does the work), batched
-generation for a local model.
+Episodes are played by the episode driver (`trace_gym.driver`), `workers` in flight at once:
+a local model decodes them together (a batched policy), an endpoint policy's turns run in
+threads (the server does the work), a policy that computes in Python (oracle, random) takes
+them in turn on this thread.
 """
 
 from __future__ import annotations
@@ -22,19 +23,19 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trace_gym.agents.base import Policy
+from trace_gym.driver import Episode, episode_id, play
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
-from trace_gym.seeding import split_of
-from trace_gym.trajectory import run_episode
 
-PolicyFactory = Callable[[], Policy]
+PolicyFactory = Callable[[], Any]
+"""Makes the policy: a turn-by-turn one (`trace_gym.agents.base.Policy`) or a batched one
+(`trace_gym.driver.BatchedPolicy`)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Job:
 
     @property
     def id(self) -> str:
-        return f"{self.env_id}/{split_of(self.seed)}/{self.seed}/{self.sample}"
+        return episode_id(self.env_id, self.seed, self.sample)
 
 
 def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
@@ -178,114 +179,9 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
 
 
 def plan(env_id: str, seeds: Iterable[int], samples: int, done: set[str]) -> list[Job]:
+    """The (seed, sample) episodes whose ids are not in `done`, in seed order."""
     return [job for seed in seeds for sample in range(samples)
             if (job := Job(env_id, seed, sample)).id not in done]
-
-
-# -- executors ----------------------------------------------------------------------------
-
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(env_id: str, factory: PolicyFactory, env_kwargs: dict[str, Any]) -> None:
-    import gymnasium as gym
-
-    import trace_gym  # noqa: F401
-
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    _WORKER["env"] = gym.make(env_id, **env_kwargs)
-    _WORKER["policy"] = factory()
-
-
-def _play(job: Job, hint: bool) -> dict[str, Any]:
-    return run_episode(_WORKER["env"], _WORKER["policy"], env_id=job.env_id, seed=job.seed,
-                       sample=job.sample, hint=hint)
-
-
-def run_jobs(jobs: list[Job], factory: PolicyFactory, *, hint: bool = False, workers: int = 1,
-             mode: str = "process", env_kwargs: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-    """Records of the jobs, as they finish (order may differ from `jobs`)."""
-    if not jobs:
-        return
-    env_id = jobs[0].env_id
-    env_kwargs = env_kwargs or {}
-    if workers <= 1:
-        _init_worker(env_id, factory, env_kwargs)
-        for job in jobs:
-            yield _play(job, hint)
-        return
-    if mode == "thread":
-        import gymnasium as gym
-
-        local: dict[int, Any] = {}
-
-        def play_threaded(job: Job) -> dict[str, Any]:
-            import threading
-
-            key = threading.get_ident()
-            if key not in local:
-                local[key] = (gym.make(env_id, **env_kwargs), factory())
-            env, policy = local[key]
-            return run_episode(env, policy, env_id=job.env_id, seed=job.seed, sample=job.sample, hint=hint)
-
-        executor: Any = ThreadPoolExecutor(workers)
-        submit = lambda job: executor.submit(play_threaded, job)  # noqa: E731
-    else:
-        executor = ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(env_id, factory, env_kwargs))
-        submit = lambda job: executor.submit(_play, job, hint)  # noqa: E731
-    with executor:
-        pending: set[Future] = set()
-        queue = list(jobs)
-        try:
-            while queue or pending:
-                while queue and len(pending) < 2 * workers:
-                    pending.add(submit(queue.pop(0)))
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield future.result()
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
-
-
-def run_batched(jobs: list[Job], factory: PolicyFactory, *, hint: bool = False, workers: int = 8,
-                mode: str = "batch", env_kwargs: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-    """Episodes in lockstep, `workers` at a time, one batched generation per turn (for a
-    policy with `act_batch`, such as a local model)."""
-    import time
-
-    import gymnasium as gym
-
-    import trace_gym  # noqa: F401
-    from trace_gym.trajectory import make_record
-
-    if not jobs:
-        return
-    policy = factory()
-    queue = list(jobs)
-    active: list[dict[str, Any]] = []
-    while queue or active:
-        while queue and len(active) < max(1, workers):
-            job = queue.pop(0)
-            env = gym.make(job.env_id, **(env_kwargs or {}))
-            start = time.perf_counter()
-            obs, info = env.reset(seed=job.seed, options={"hint": True} if hint else None)
-            active.append({"job": job, "env": env, "obs": obs, "tools": info["tools"], "start": start,
-                           "seed": (job.seed * 7919 + job.sample) % 2**31})
-        actions = policy.act_batch([(a["obs"], a["tools"], a["seed"] + len(a["obs"])) for a in active])
-        still = []
-        for episode, action in zip(active, actions):
-            obs, reward, terminated, truncated, info = episode["env"].step(action)
-            episode["obs"] = obs
-            if terminated or truncated:
-                job = episode["job"]
-                yield make_record(episode["env"], env_id=job.env_id, seed=job.seed, sample=job.sample,
-                                  policy=policy.name, hint=hint, messages=obs, reward=reward, info=info,
-                                  timings={"total_s": round(time.perf_counter() - episode["start"], 6)})
-            else:
-                still.append(episode)
-        active = still
 
 
 @dataclass
@@ -298,13 +194,17 @@ class RolloutSummary:
 
 
 def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path, *, samples: int = 1,
-            hint: bool = False, workers: int = 1, mode: str = "process",
+            hint: bool = False, workers: int = 1, threaded: bool = False,
             env_kwargs: dict[str, Any] | None = None, progress: bool = True,
-            runner: Callable[..., Iterator[dict[str, Any]]] | None = None,
             fingerprint: dict[str, Any] | None = None) -> RolloutSummary:
-    """Play every (seed, sample) not already in `out` and append its record. Refused when
-    `out` holds records of another run (`fingerprint`, by default computed from the env,
-    the policy factory, hint and knobs)."""
+    """Play every (seed, sample) not already in `out` and append its record as soon as its
+    episode ends. Refused when `out` holds records of another run (`fingerprint`, by default
+    computed from the env, the policy factory, hint and knobs).
+
+    `factory` makes the policy: a batched one (a local model) plays the `workers` episodes in
+    flight together; a turn-by-turn one gets one instance per episode in flight, its turns
+    taken one after another, or with `threaded` (a policy that waits on a server) in
+    `workers` threads so that the requests overlap."""
     from trace_gym.runs import run_fingerprint
 
     out = Path(out)
@@ -314,10 +214,15 @@ def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path
         records.read_all()
         jobs = plan(env_id, seeds, samples, records.ids)
         summary = RolloutSummary(str(out), len(seeds) * samples, len(seeds) * samples - len(jobs), 0, fingerprint)
-        runner = runner or run_jobs
-        played = runner(jobs, factory, hint=hint, workers=workers, mode=mode, env_kwargs=env_kwargs)
-        with _progress(progress, len(jobs), env_id) as advance:
-            for record in played:
+        if not jobs:  # nothing to play: no env, no policy (a local model) is made
+            return summary
+        episodes = [Episode(job.seed, job.sample, hint) for job in jobs]
+        played = play(episodes, factory, env_id=env_id, env_kwargs=env_kwargs, in_flight=workers,
+                      threads=workers if threaded else 0)
+        # closing: a failed append ends the episodes still in flight (envs, threads) at once
+        with closing(played), _progress(progress, len(jobs), env_id) as advance:
+            for episode in played:
+                record = episode.record()
                 if records.append({**record, "run": fingerprint}):
                     summary.written += 1
                 else:  # another rollout into this file got there first

@@ -23,7 +23,7 @@ _POLICY_KEYS = {
     "oracle": (),
     "random": ("seed", "reply_rate"),
     "endpoint": ("model", "temperature", "top_p", "max_tokens"),
-    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed"),
+    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype"),
 }
 
 
@@ -80,6 +80,10 @@ def describe_policy(name: str, **kwargs: Any) -> dict[str, Any]:
         if key == "model_path":
             out["model_sha256"] = dir_sha256(value) if value and Path(value).exists() else None
             continue
+        if key == "dtype":  # what "auto" means on this machine: bf16 and fp32 sample differently
+            from trace_gym.agents.hardware import placement
+
+            value = placement(value or "auto").dtype
         if key == "adapter":
             out["adapter_sha256"] = dir_sha256(value) if value else None
             continue

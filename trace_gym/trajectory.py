@@ -3,19 +3,16 @@
 Fields (DESIGN §3): schema_version, id (`env/split/seed/sample`), env_id, env_sha256, seed,
 sample, split, policy, messages, reward, passed (reward >= 1 - 1e-9), verdict, task_kind,
 capabilities_needed, termination_reason, instructions, timings (seconds: reset, steps,
-total). `trace-gym play --json` prints exactly one.
+total). `trace-gym play --json` prints exactly one. The episode driver builds them
+(`trace_gym.driver.Played.record`); an episode whose env failed also has `error` (why) and
+scores 0, with termination_reason "error".
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-
-from trace_gym.agents.base import Policy
-from trace_gym.seeding import split_of
 from trace_gym.spaces import is_valid_message
 
 SCHEMA_VERSION = 1
@@ -43,54 +40,8 @@ def record_problem(record: dict[str, Any]) -> str | None:
 
 
 def passed(reward: float) -> bool:
+    """Whether a reward counts as a pass (1, up to rounding)."""
     return reward >= 1.0 - 1e-9
-
-
-def run_episode(env: gym.Env, policy: Policy, *, env_id: str, seed: int, sample: int = 0,
-                hint: bool = False) -> dict[str, Any]:
-    """Play one episode and return its trajectory record."""
-    start = time.perf_counter()
-    obs, info = env.reset(seed=seed, options={"hint": True} if hint else None)
-    policy.bind(env, seed, sample)
-    tools = info["tools"]
-    reset_s = time.perf_counter() - start
-    reward, done = 0.0, False
-    while not done:
-        obs, reward, terminated, truncated, info = env.step(policy.act(obs, tools))
-        done = terminated or truncated
-    total = time.perf_counter() - start
-    return make_record(env, env_id=env_id, seed=seed, sample=sample, policy=policy.name, hint=hint,
-                       messages=obs, reward=reward, info=info,
-                       timings={"reset_s": round(reset_s, 6), "steps_s": round(total - reset_s, 6),
-                                "total_s": round(total, 6)})
-
-
-def make_record(env: gym.Env, *, env_id: str, seed: int, sample: int, policy: str, hint: bool,
-                messages: list[dict[str, Any]], reward: float, info: dict[str, Any],
-                timings: dict[str, float]) -> dict[str, Any]:
-    """The trajectory record of a finished episode."""
-    base = env.unwrapped
-    task = base.task
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "id": f"{env_id}/{split_of(seed)}/{seed}/{sample}",
-        "env_id": env_id,
-        "env_sha256": base.code_sha256(),
-        "seed": seed,
-        "sample": sample,
-        "split": split_of(seed),
-        "policy": policy,
-        "hint": hint,
-        "messages": messages,
-        "reward": float(reward),
-        "passed": passed(reward),
-        "verdict": info.get("verdict"),
-        "task_kind": task.kind,
-        "capabilities_needed": list(task.capabilities_needed),
-        "termination_reason": info.get("termination_reason"),
-        "instructions": task.instructions,
-        "timings": timings,
-    }
 
 
 @dataclass(frozen=True)

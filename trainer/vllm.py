@@ -13,9 +13,12 @@ can read (`adapter_dir`), unloads the previous iteration's adapter (`POST
 Each agent turn is one `POST /v1/completions` whose prompt is the chat template's token ids
 (the same ones the loss conditions on), with `return_token_ids` and `logprobs: 0`: the
 response carries the sampled token ids and their log-probabilities, which become p_old.
-Episodes are spread over the servers round-robin and run in threads (the servers batch
-them); each request carries its own seed, derived from the episode's sampling seed and the
-turn, so a rerun samples what the first run sampled on the same servers.
+The episode driver (`trace_gym.driver`) plays them, `workers` in flight: the backend is a
+batched policy whose turns are requests posted in threads (the servers batch them), and
+each episode's next turn is asked as soon as its last one is stepped. Episodes are spread
+over the servers round-robin; each request carries its own seed, derived from the episode's
+sampling seed and the turn, so a rerun samples what the first run sampled on the same
+servers.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from trace_gym.agents.episodes import Request, Rollout, Turn, checks_of, make_env, render_prompt, unhinted
+from trace_gym.agents.episodes import render_prompt, unhinted
+from trace_gym.driver import Episode, Live, Played, Reply, Turn, play
 from trace_gym.errors import InvalidConfig, TraceGymError
 
 
@@ -116,27 +120,76 @@ class VLLMBackend:
             raise TraceGymError(f"vLLM server {url} sent {len(tokens)} token ids but {len(logprobs)} logprobs")
         return tokens, [float(x) for x in logprobs]
 
-    def _episode(self, index: int, r: Request) -> Rollout:
-        url = self.urls[index % len(self.urls)]
-        env = make_env(self.env_id, **self.env_kwargs)
-        try:
-            obs, info = env.reset(seed=r.seed, options={"hint": True} if r.hint else None)
-            tools, system = info["tools"], info["system_prompt_unhinted"]
-            turns: list[Turn] = []
-            while True:
-                prompt = render_prompt(self.tokenizer, obs, tools)
-                tokens, logprobs = self.complete(url, prompt, (r.sampling_seed + 7919 * len(turns)) % 2**63)
-                loss_prompt = prompt if not r.hint else render_prompt(self.tokenizer, unhinted(obs, system), tools)
-                turns.append(Turn(prompt, loss_prompt, tokens, logprobs))
-                body = tokens[:-1] if tokens and tokens[-1] == self.stop else tokens
-                obs, reward, terminated, truncated, info = env.step(
-                    self.tokenizer.decode(body, skip_special_tokens=False))
-                if terminated or truncated:
-                    return Rollout(r, float(reward), checks_of(info.get("verdict")), info.get("termination_reason"),
-                                   turns, obs)
-        finally:
-            env.close()
+    def play(self, requests: Sequence[Episode]) -> list[Played]:
+        """Every request (seed, sample, hint, sampling_seed) played through the episode driver,
+        `workers` at a time; the episodes in request order."""
+        if self.served is None:
+            raise TraceGymError("the vllm backend has no adapter loaded yet: call sync(model, iteration) first")
+        # one Episode object per request, even for equal requests: the driver hands each back
+        episodes = [Episode(r.seed, r.sample, r.hint, r.sampling_seed) for r in requests]
+        where = {id(e): n for n, e in enumerate(episodes)}
+        out: list[Played | None] = [None] * len(episodes)
+        threads = max(1, min(self.workers, len(episodes)))
+        with _Completions(self, threads) as policy:
+            for played in play(episodes, policy, env_id=self.env_id, env_kwargs=self.env_kwargs, in_flight=threads):
+                out[where[id(played.episode)]] = played
+        return out  # type: ignore[return-value]
 
-    def play(self, requests: Sequence[Request]) -> list[Rollout]:
-        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(requests)))) as pool:
-            return list(pool.map(self._episode, range(len(requests)), requests))
+
+class _Completions:
+    """The backend as a batched policy of the episode driver: each turn an episode asks for is
+    one `/completions` request, posted in a pool of threads (the servers batch what arrives
+    together); `collect` returns the turns whose answers are in. Episodes are given to the
+    servers round-robin, in the order they start."""
+
+    def __init__(self, backend: VLLMBackend, threads: int) -> None:
+        self.backend = backend
+        self.name = f"vllm:{backend.served}"
+        self.pool = ThreadPoolExecutor(max_workers=threads)
+        self.pending: dict[Future, tuple[Live, list[int], list[int]]] = {}
+        self.url: dict[int, str] = {}
+        self.started = 0
+
+    def __enter__(self) -> _Completions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self.pending:
+            future.cancel()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, live: Live) -> None:
+        backend = self.backend
+        if live.key not in self.url:
+            self.url[live.key] = backend.urls[self.started % len(backend.urls)]
+            self.started += 1
+        prompt = render_prompt(backend.tokenizer, live.messages, live.tools)
+        loss_prompt = prompt
+        if live.episode.hint:
+            loss_prompt = render_prompt(backend.tokenizer, unhinted(live.messages, live.system_prompt_unhinted),
+                                        live.tools)
+        # each turn its own seed, from the episode's and the turn's index: a rerun samples the same
+        seed = (live.episode.stream() + 7919 * len(live.turns)) % 2**63
+        future = self.pool.submit(backend.complete, self.url[live.key], prompt, seed)
+        self.pending[future] = (live, prompt, loss_prompt)
+
+    def collect(self) -> list[tuple[Live, Reply]]:
+        if not self.pending:
+            return []
+        done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
+        return [self._reply(future) for future in done]
+
+    def _reply(self, future: Future) -> tuple[Live, Reply]:
+        live, prompt, loss_prompt = self.pending.pop(future)
+        tokens, logprobs = future.result()  # a server's error stops the run
+        stop = self.backend.stop
+        body = tokens[:-1] if tokens and tokens[-1] == stop else tokens
+        text = self.backend.tokenizer.decode(body, skip_special_tokens=False)
+        return live, Reply(text, Turn(prompt, loss_prompt, tokens, logprobs))
+
+    def release(self, live: Live) -> None:
+        self.url.pop(live.key, None)
+        for future, (waiting, _, _) in list(self.pending.items()):
+            if waiting is live:
+                future.cancel()
+                del self.pending[future]

@@ -87,7 +87,7 @@ def test_failed_rollout_writes_no_half_episode(tmp_path):
     with FakeServer(script) as server:
         factory = functools.partial(make_policy, "endpoint", base_url=server.url, model="fake", retries=1)
         with pytest.raises(EndpointError):
-            rollout("trace/airline-v0", factory, [0, 1], out, workers=1, mode="thread", progress=False)
+            rollout("trace/airline-v0", factory, [0, 1], out, workers=1, threaded=True, progress=False)
     assert read_records(out) == []
     assert not out.exists() or out.read_text() == ""
 

@@ -32,10 +32,10 @@ def test_fixture_is_small():
 
 
 def test_whole_episodes_with_the_fixture(policy):
-    from trace_gym.trajectory import run_episode
+    from trace_gym.driver import play_one
 
     env = gym.make("trace/retail-v0", prompt_style="compact")
-    record = run_episode(env, policy, env_id="trace/retail-v0", seed=3)
+    record = play_one(env, policy, env_id="trace/retail-v0", seed=3).record()
     # greedy decoding: the same episode every time; the fixture agent gets nowhere and the
     # scripted customer hangs up before the step limit
     assert record["termination_reason"] == "user_stop"
@@ -47,11 +47,11 @@ def test_whole_episodes_with_the_fixture(policy):
 
 def test_batched_rollout(tmp_path):
     from trace_gym.agents.base import make_policy
-    from trace_gym.rollout import read_records, rollout, run_batched
+    from trace_gym.rollout import read_records, rollout
 
     factory = functools.partial(make_policy, "local", model_path=str(FIXTURE), temperature=1.0, max_new_tokens=16)
     out = tmp_path / "local.jsonl"
-    rollout("trace/airline-v0", factory, [0, 1, 2], out, workers=3, runner=run_batched, progress=False,
+    rollout("trace/airline-v0", factory, [0, 1, 2], out, workers=3, progress=False,
             env_kwargs={"prompt_style": "compact", "max_requests": 1})
     assert sorted(r["seed"] for r in read_records(out)) == [0, 1, 2]
 

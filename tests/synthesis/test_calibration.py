@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trace_gym.calibration import Bands, calibrate, check, measure, pass_at_k
+from trace_gym.driver import Episode, play
 from trace_gym.errors import InvalidConfig
-from trace_gym.trajectory import run_episode
 
 
 def _groups(outcomes: list[list[float]]) -> dict[int, list[float]]:
@@ -66,10 +66,9 @@ class Sometimes:
 
 @pytest.mark.parametrize("rate", [0.1, 0.4, 0.9])
 def test_known_success_rates_are_measured(rate):
-    env = gym.make("trace/tool_calling_precision-v0")
-    policy = Sometimes(rate)
-    records = [run_episode(env, policy, env_id="trace/tool_calling_precision-v0", seed=s, sample=k)
-               for s in range(60) for k in range(8)]
+    episodes = [Episode(s, k) for s in range(60) for k in range(8)]
+    records = [p.record() for p in play(episodes, Sometimes(rate), env_id="trace/tool_calling_precision-v0",
+                                        make_env=gym.make)]
     result = calibrate(records)
     assert result["success_rate"] == pytest.approx(rate, abs=0.06)
     assert result["calibrated"] == (rate == 0.4)
@@ -78,3 +77,39 @@ def test_known_success_rates_are_measured(rate):
 def test_bands_are_validated():
     with pytest.raises(InvalidConfig, match="mean_reward"):
         Bands(mean_reward=(0.7, 0.2))
+
+
+class _Staged(gym.Wrapper):
+    """Stands in for the staged module's RemoteEnv: a real env that raises in the first step
+    of seed 3 and counts how often it is closed."""
+
+    def __init__(self, source):
+        super().__init__(gym.make("trace/tool_calling_precision-v0"))
+        self.closed, self.seed = 0, None
+
+    def reset(self, *, seed=None, options=None):
+        self.seed = seed
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.seed == 3:
+            raise RuntimeError("the staged env broke")
+        return self.env.step(action)
+
+    def close(self):
+        self.closed += 1
+
+
+def test_calibration_plays_every_episode_in_one_env_and_an_env_failure_is_a_problem(monkeypatch, tmp_path):
+    import functools
+
+    from trace_gym import synthesis
+    from trace_gym.sandbox import proxy
+
+    made = []
+    monkeypatch.setattr(proxy, "EnvSource", type("Source", (), {"from_file": staticmethod(lambda path: path)}))
+    monkeypatch.setattr(proxy, "RemoteEnv", lambda source: made.append(_Staged(source)) or made[-1])
+    result = synthesis.Calibration(functools.partial(Sometimes, 0.4), seeds=6, samples=4).run(tmp_path / "m.py")
+    assert len(made) == 1 and made[0].closed == 1  # one worker instance, closed once, at the end
+    assert not result["calibrated"]
+    assert any("the env failed in 4 of 24 episode(s)" in p and "the staged env broke" in p for p in result["problems"])

@@ -81,10 +81,8 @@ class FakeVLLM:
                 return 400, {"error": {"message": "this fake serves token-id prompts only"}}
             self.model.set_adapter(body["model"])
             engine = self.Engine(self.model, self.tokenizer, stop_ids=body.get("stop_token_ids") or None)
-            generator = self.torch.Generator().manual_seed(body["seed"])
-            out = engine.generate([engine.new_sequence()], [prompt], max_new_tokens=body["max_tokens"],
-                                  temperature=body["temperature"], top_p=body["top_p"], generators=[generator],
-                                  logprobs=True)[0]
+            out = engine.generate([prompt], max_new_tokens=body["max_tokens"], temperature=body["temperature"],
+                                  top_p=body["top_p"], seeds=[body["seed"]], logprobs=True)[0]
             choice = {"index": 0, "text": out.text, "token_ids": out.token_ids,
                       "logprobs": {"token_logprobs": out.logprobs, "tokens": [f"token_id:{t}" for t in out.token_ids]},
                       "finish_reason": "stop" if out.stopped else "length"}

@@ -3,72 +3,82 @@ optionally with a LoRA adapter through peft.
 
 The prompt is the model's chat template over the conversation and the tools; the completion
 is raw text (hermes `<tool_call>` blocks or a reply), which the env parses. Generation runs
-on `trace_gym.agents.engine`: each conversation keeps its KV cache between turns and only
-the tokens added since its last turn are prefilled (`kv_reuse`), and the episodes of a batch
-(`act_batch`) decode together. Sampling uses temperature and top-p with one seeded generator
-per episode turn, so a rollout with the same schedule gives the same text.
+on `trace_gym.agents.engine` with continuous batching: the policy is a batched policy of
+the episode driver (`trace_gym.driver`), every episode in flight is one conversation of the
+engine, kept (with its keys and values) from one turn to the next, and its tokens are drawn
+from its own stream, seeded by the policy's seed and the episode's sampling seed, so an
+episode plays the same whatever else is in flight.
 
-Which cache belongs to which conversation is found by comparing token prefixes: a prompt
-takes the cached sequence it shares the longest prefix with (its own earlier turns, or, for
-a new episode, a finished one with the same system prompt and tools), so callers need not
-name their episodes.
+By default the model uses every core the process may use, and bf16 where the CPU computes it
+natively (fp32 elsewhere): `trace_gym.agents.hardware`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
+from trace_gym.agents.hardware import DTYPES, Placement, placement
+from trace_gym.driver import Episode, Live, Reply, Turn
 from trace_gym.errors import InvalidConfig
 from trace_gym.messages import Message
 
-DTYPES = ("float32", "bfloat16")
+__all__ = ["DTYPES", "LocalModelPolicy"]
 
 
 class LocalModelPolicy:
+    """A batched policy over a local causal LM (`submit` / `collect` / `release`), usable one
+    conversation at a time too (`act`)."""
+
     def __init__(self, model_path: str | os.PathLike, adapter: str | os.PathLike | None = None,
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 192,
-                 threads: int = 1, seed: int = 0, kv_reuse: bool = True, dtype: str = "float32") -> None:
+                 threads: int | None = None, seed: int = 0, kv_reuse: bool = True, dtype: str = "auto",
+                 lockstep: bool = False, announce: bool = False) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from trace_gym.agents.base import check_sampling
 
         check_sampling("local policy", temperature, top_p, max_new_tokens)
-        if not (type(threads) is int and threads >= 1):
-            raise InvalidConfig(f"local policy: threads={threads!r} is invalid: must be an integer >= 1")
-        if dtype not in DTYPES:
-            raise InvalidConfig(f"local policy: dtype={dtype!r} is invalid; allowed: {', '.join(DTYPES)}")
+        where = placement(dtype, threads)
         path = Path(model_path)
         if not (path / "config.json").is_file():
             raise InvalidConfig(f"model_path={str(path)!r} is not a model directory (no config.json); "
                                 "build one with `trace-gym base-agent build`")
-        torch.set_num_threads(threads)
+        torch.set_num_threads(where.threads)
+        if announce:
+            print(f"local model {path.name}: {where.describe()}", file=sys.stderr)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, where.dtype))
         if adapter is not None:
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
-        self._setup(model, tokenizer, f"local:{path.name}" + (f"+{Path(adapter).name}" if adapter else ""),
-                    temperature, top_p, max_new_tokens, seed, kv_reuse)
+        self._setup(model.eval(), tokenizer, f"local:{path.name}" + (f"+{Path(adapter).name}" if adapter else ""),
+                    temperature, top_p, max_new_tokens, seed, kv_reuse, where)
+        self.lockstep = lockstep
 
     def _setup(self, model: Any, tokenizer: Any, name: str, temperature: float, top_p: float, max_new_tokens: int,
-               seed: int, kv_reuse: bool) -> None:
+               seed: int, kv_reuse: bool, where: Placement | None = None) -> None:
         from trace_gym.agents.engine import Engine
 
         self.tokenizer = tokenizer
-        self.model = model.eval()
+        self.model = model  # a trainer's model stays in the mode it is in: `collect` switches it to eval and back
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.engine = Engine(self.model, self.tokenizer, stop_ids=[self.end], reuse=kv_reuse)
         self.name = name
         self.seed = seed
-        self._episode_seed = seed
-        self._pool: list[Any] = []  # cached sequences, most recently used first
+        self.placement = where
+        self.logprobs = True
+        self.lockstep = False
+        """Return turns only when every submitted one has ended (the schedule before continuous
+        batching: with the driver's `static` batches, today's default; kept for comparison)."""
+        self._waiting: dict[int, tuple[Live, list[int], list[int]]] = {}
+        self._episode = Episode(0)
+        self._bound = 0
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, *, name: str, temperature: float = 1.0, top_p: float = 1.0,
@@ -81,53 +91,69 @@ class LocalModelPolicy:
         policy._setup(model, tokenizer, name, temperature, top_p, max_new_tokens, seed, kv_reuse)
         return policy
 
-    def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
-        self._episode_seed = (self.seed * 1_000_003 + seed * 7919 + sample) % 2**31
+    def metadata(self) -> dict[str, Any]:
+        """How the model runs here (recorded with each episode)."""
+        return self.placement.as_dict() if self.placement is not None else {}
 
-    def prompt(self, messages: list[Message], tools: list[dict[str, Any]]) -> str:
-        return self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    # -- the driver's batched interface ------------------------------------------------------
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
-        return self.tokenizer(self.prompt(messages, tools), add_special_tokens=False)["input_ids"]
+        from trace_gym.agents.episodes import render_prompt
+
+        return render_prompt(self.tokenizer, messages, tools)
+
+    def stream(self, episode: Episode) -> int:
+        """The seed of an episode's token stream."""
+        from trace_gym.agents.engine import stream_seed
+
+        return stream_seed(self.seed, episode.stream())
+
+    def submit(self, live: Live) -> None:
+        from trace_gym.agents.episodes import unhinted
+
+        prompt = self.prompt_ids(live.messages, live.tools)
+        loss_prompt = prompt
+        if live.episode.hint and live.system_prompt_unhinted is not None:
+            loss_prompt = self.prompt_ids(unhinted(live.messages, live.system_prompt_unhinted), live.tools)
+        self._waiting[live.key] = (live, prompt, loss_prompt)
+        self.engine.submit(live.key, prompt, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                           top_p=self.top_p, seed=self.stream(live.episode), logprobs=self.logprobs)
+
+    def collect(self) -> list[tuple[Live, Reply]]:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            ended: list[Any] = []
+            while len(ended) < len(self._waiting):
+                ended += self.engine.step()
+                if ended and not self.lockstep:
+                    break
+        finally:
+            self.model.train(was_training)
+        out = []
+        for key, g in ended:
+            live, prompt, loss_prompt = self._waiting.pop(key)
+            out.append((live, Reply(g.text, Turn(prompt, loss_prompt, list(g.token_ids), list(g.logprobs or [])))))
+        return out
+
+    def release(self, live: Live) -> None:
+        self._waiting.pop(live.key, None)
+        self.engine.close(live.key)
+
+    # -- one conversation at a time ---------------------------------------------------------
+
+    def bind(self, env: Any, seed: int = 0, sample: int = 0) -> None:
+        """Start a new episode (for `act`): its stream is the one the driver would give it."""
+        self.engine.close(("act", self._bound))
+        self._bound += 1
+        self._episode = Episode(seed, sample)
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> str:
-        return self.act_batch([(messages, tools, self._episode_seed + len(messages))])[0]
-
-    def act_batch(self, items: list[tuple[list[Message], list[dict[str, Any]], int]]) -> list[str]:
-        """Completions for several conversations at once; each item carries a seed."""
-        import torch
-
-        prompts = [self.prompt_ids(m, t) for m, t, _ in items]
-        seqs = self._claim(prompts)
-        generators = None
-        if self.temperature > 0:
-            generators = [torch.Generator().manual_seed(seed % 2**63) for _, _, seed in items]
-        out = self.engine.generate(seqs, prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                   top_p=self.top_p, generators=generators)
-        return [g.text for g in out]
-
-    def _claim(self, prompts: list[list[int]]) -> list[Any]:
-        """A cached sequence per prompt: pairs with the longest shared prefix first; a prompt
-        left without one gets a copy of the shared part of the best match, or a new one."""
-        from trace_gym.agents.engine import common_prefix
-
-        if not self.engine.reuse:
-            return [self.engine.new_sequence() for _ in prompts]
-        pairs = sorted(((common_prefix(seq.ids, p), i, j) for i, p in enumerate(prompts)
-                        for j, seq in enumerate(self._pool)), key=lambda x: (-x[0], x[1], x[2]))
-        claimed: dict[int, Any] = {}
-        taken: set[int] = set()
-        best: dict[int, tuple[int, int]] = {}
-        for shared, i, j in pairs:
-            best.setdefault(i, (shared, j))
-            if shared and i not in claimed and j not in taken:
-                claimed[i] = self._pool[j]
-                taken.add(j)
-        for i in range(len(prompts)):
-            if i not in claimed:
-                shared, j = best.get(i, (0, -1))
-                claimed[i] = self._pool[j].fork(1, shared)[0] if shared else self.engine.new_sequence()
-        seqs = [claimed[i] for i in range(len(prompts))]
-        rest = [s for j, s in enumerate(self._pool) if j not in taken]
-        self._pool = seqs + rest[: len(prompts)]
-        return seqs
+        """The next turn of the bound episode."""
+        key = ("act", self._bound)
+        self.engine.submit(key, self.prompt_ids(messages, tools), max_new_tokens=self.max_new_tokens,
+                           temperature=self.temperature, top_p=self.top_p, seed=self.stream(self._episode))
+        while True:
+            for done_key, g in self.engine.step():
+                if done_key == key:
+                    return g.text

@@ -92,18 +92,27 @@ class Calibration:
     bands: Any = None
 
     def run(self, path: Path) -> dict[str, Any]:
+        """The calibration of the staged module at `path`: its figures, the bands, and the
+        problems (an episode whose env failed is one)."""
         from trace_gym.calibration import Bands, calibrate
+        from trace_gym.driver import Episode, borrowed, play
         from trace_gym.sandbox.proxy import EnvSource, RemoteEnv
-        from trace_gym.trajectory import run_episode
 
         env = RemoteEnv(EnvSource.from_file(path))
         try:
-            policy = self.policy_factory()
-            records = [run_episode(env, policy, env_id="staged", seed=seed, sample=sample)
-                       for seed in range(self.seeds) for sample in range(self.samples)]
+            episodes = [Episode(seed, sample) for seed in range(self.seeds) for sample in range(self.samples)]
+            # one worker instance for every episode: the driver must not close it between them
+            played = play(episodes, self.policy_factory, env_id="staged", make_env=lambda _: borrowed(env))
+            records = [episode.record() for episode in played]
         finally:
             env.close()
-        return calibrate(records, self.bands or Bands())
+        result = calibrate(records, self.bands or Bands())
+        failed = [r for r in records if r.get("error")]
+        if failed:  # an env that fails is not calibrated, whatever its figures
+            result["problems"] = [*result["problems"], (f"the env failed in {len(failed)} of {len(records)} "
+                                                        f"episode(s) (first: {failed[0]['error']})")]
+            result["calibrated"] = False
+        return result
 
 
 @dataclass

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,33 +119,53 @@ def default_cache_dir() -> Path:
 def demonstrations(config: TinyAgentConfig) -> list[dict[str, Any]]:
     """Oracle episodes on train seeds: {'messages', 'tools', 'kinds'} per episode."""
     import gymnasium as gym
+    import numpy as np
 
     import trace_gym  # noqa: F401
+    from trace_gym.agents.base import OraclePolicy
+    from trace_gym.driver import play
     from trace_gym.rng import Rng
-    from trace_gym.seeding import SPLITS
-
-    import numpy as np
 
     keep = Rng(np.random.default_rng([config.seed, 7]))
     demos = []
     for env_index, env_id in enumerate(TARGETS):
-        env = gym.make(env_id, **config.env_kwargs)
-        base = env.unwrapped
+        kinds: dict[int, tuple[str, ...]] = {}
+        episodes = _kept_episodes(env_id, env_index, config, keep, kinds)
+        # one episode at a time, in seed order: the demonstrations keep the order of their seeds
+        for played in play(episodes, OraclePolicy(), env_id=env_id,
+                           make_env=lambda name: gym.make(name, **config.env_kwargs)):
+            if played.error:
+                raise RuntimeError(f"{env_id} seed {played.seed}: the oracle's episode failed ({played.error})")
+            demos.append({"messages": played.messages, "tools": played.info["tools"],
+                          "kinds": kinds.pop(played.seed)})
+    return demos
+
+
+def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: Any,
+                   kinds: dict[int, Any]) -> Iterator[Any]:
+    """The next `config.episodes` train seeds whose task has no weak kind (or is kept anyway,
+    at `weak_share`), found by resetting an env of their own: a seed left out is never played.
+    Each seed's task kinds go in `kinds`."""
+    import gymnasium as gym
+
+    from trace_gym.driver import Episode
+    from trace_gym.seeding import SPLITS
+
+    probe = gym.make(env_id, **config.env_kwargs)
+    try:
         seed = SPLITS["train"].start + 10_000_000 * (env_index + 1) + 100_000 * config.seed
         made = 0
         while made < config.episodes:
-            obs, info = env.reset(seed=seed)
+            probe.reset(seed=seed)
             seed += 1
-            kinds = base.task.kinds
-            if any(k in config.weak_kinds for k in kinds) and not keep.chance(config.weak_share):
+            task_kinds = probe.unwrapped.task.kinds
+            if any(k in config.weak_kinds for k in task_kinds) and not keep.chance(config.weak_share):
                 continue
-            done = False
-            while not done:
-                obs, reward, terminated, truncated, info = env.step(base.oracle_action(obs))
-                done = terminated or truncated
-            demos.append({"messages": obs, "tools": info["tools"], "kinds": kinds})
+            kinds[seed - 1] = task_kinds
             made += 1
-    return demos
+            yield Episode(seed - 1)
+    finally:
+        probe.close()
 
 
 @functools.lru_cache(maxsize=1)  # compiling the template costs ten times a rendering
