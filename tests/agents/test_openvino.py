@@ -1,0 +1,304 @@
+"""The OpenVINO GenAI rollout backend (`trace_gym.agents.openvino`) on the committed tiny
+fixture, exported as a float32 IR and run with the f32 precision hint: the same greedy
+transcripts as the torch engine, log-probabilities under the sampler at T = 1 and T = 0.7,
+seeded sampling that reproduces itself, LoRA adapters as peft applies them, and whole
+episodes through the driver. Skipped (with the reason) where openvino-genai is not installed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+from trace_gym.driver import Episode, play
+from trace_gym.errors import InvalidConfig
+
+FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
+RETAIL = {"env_id": "trace/retail-v0", "env_kwargs": {"prompt_style": "compact"}}
+PRECONDITION = "trace/precondition_verification-v0"
+TOKENS = 16
+
+
+def _needs_openvino() -> None:
+    for module in ("openvino_genai", "openvino_tokenizers"):
+        pytest.importorskip(module, reason=f"{module} is not installed (pip install 'trace-gym[openvino]')")
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def ir(tmp_path_factory):
+    """The fixture's fp32 IR, exported once for the module (into a temporary directory: the
+    default place is beside the model, inside the checkout)."""
+    _needs_openvino()
+    from trace_gym.agents.openvino import export
+
+    return export(FIXTURE, tmp_path_factory.mktemp("ov") / "tiny_agent.openvino-fp32", "fp32")
+
+
+def _policy(ir, **kwargs):
+    from trace_gym.agents.openvino import OpenVINOPolicy
+
+    kwargs = {"temperature": 0.0, "max_new_tokens": TOKENS, "dtype": "float32", "weight_format": "fp32",
+              "threads": 2, **kwargs}
+    return OpenVINOPolicy(FIXTURE, ir_dir=ir, **kwargs)
+
+
+def _played(episodes, policy, **kwargs):
+    return sorted(play(episodes, policy, **{**RETAIL, "in_flight": 3, **kwargs}), key=lambda p: (p.seed, p.episode.sample))
+
+
+def _tokens(played):
+    return [[t.completion_ids for t in p.turns] for p in played]
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory):
+    """A random LoRA on every projection of the fixture (lora_alpha / r = 2, so a wrong alpha
+    would show)."""
+    _needs_openvino()
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32)
+    lora = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, init_lora_weights=False, target_modules=[
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+    path = tmp_path_factory.mktemp("lora") / "adapter"
+    lora.save_pretrained(path)
+    return path
+
+
+def _hf_greedy(model, prompt, stop):
+    """Greedy tokens of a transformers (or peft) model, through its own `generate`."""
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                             max_new_tokens=TOKENS, do_sample=False, eos_token_id=stop, pad_token_id=stop)
+    return [int(t) for t in out[0, len(prompt):]]
+
+
+def _logprobs(model, prompt, completion, temperature):
+    """log_softmax(logits / T) of each completion token, teacher-forced through transformers."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + completion])).logits[0].float()
+    logits = logits[len(prompt) - 1: len(prompt) - 1 + len(completion)]
+    logp = torch.log_softmax(logits / temperature, -1)
+    return logp.gather(-1, torch.tensor(completion)[:, None])[:, 0]
+
+
+# -- packaging and export ------------------------------------------------------------------------
+
+def test_missing_openvino_says_how_to_install(monkeypatch):
+    from trace_gym.agents import openvino
+
+    monkeypatch.setitem(sys.modules, "openvino_genai", None)  # import fails as if not installed
+    with pytest.raises(InvalidConfig, match=r"pip install 'trace-gym\[openvino\]'"):
+        openvino.export(FIXTURE)
+
+
+def test_export_is_cached_and_redone_when_stale(ir, tmp_path):
+    from trace_gym.agents.openvino import MARKER, export
+    from trace_gym.runs import dir_sha256
+
+    marker = json.loads((ir / MARKER).read_text())
+    assert marker["source_sha256"] == dir_sha256(FIXTURE) and marker["weight_format"] == "fp32"
+    assert {"openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml",
+            "config.json"} <= {p.name for p in ir.iterdir()}
+    started = time.perf_counter()
+    assert export(FIXTURE, ir, "fp32") == ir
+    assert time.perf_counter() - started < 2.0  # current: nothing converted
+    assert [p.name for p in ir.parent.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / MARKER).write_text(json.dumps({**marker, "source_sha256": "0" * 64}))
+    (stale / "leftover").write_text("from an older export")
+    assert export(FIXTURE, stale, "fp32") == stale
+    assert json.loads((stale / MARKER).read_text())["source_sha256"] == marker["source_sha256"]
+    assert not (stale / "leftover").exists()  # replaced whole, not patched
+    assert [p.name for p in tmp_path.iterdir()] == ["stale"]
+
+
+def test_export_refuses_a_place_inside_the_model(ir, tmp_path):
+    from trace_gym.agents.openvino import export
+
+    with pytest.raises(InvalidConfig, match="inside the model directory"):
+        export(FIXTURE, FIXTURE / "openvino-fp32", "fp32")
+    assert not (FIXTURE / "openvino-fp32").exists()
+
+
+@pytest.mark.parametrize("kwargs, match", [({"weight_format": "int4"}, "weight_format"),
+                                           ({"dtype": "float16"}, "dtype"),
+                                           ({"temperature": -1.0}, "temperature"),
+                                           ({"cache_gb": 0}, "cache_gb")])
+def test_invalid_settings_are_refused(ir, kwargs, match):
+    with pytest.raises(InvalidConfig, match=match):
+        _policy(ir, **kwargs)
+
+
+# -- agreement with the torch engine ------------------------------------------------------------
+
+def test_greedy_transcripts_equal_the_torch_engine(ir):
+    """Multi-turn episodes (the prefix cache serves each conversation's earlier turns)."""
+    from trace_gym.agents.local import LocalModelPolicy
+
+    episodes = [Episode(seed) for seed in range(2)]
+    ours = _played(episodes, _policy(ir))
+    torch_engine = _played(episodes, LocalModelPolicy(FIXTURE, temperature=0.0, max_new_tokens=TOKENS,
+                                                      dtype="float32", threads=2))
+    assert all(len(p.turns) >= 2 for p in ours)
+    assert [p.messages for p in ours] == [p.messages for p in torch_engine]
+    assert _tokens(ours) == _tokens(torch_engine)
+    gap = max(abs(a - b) for p, q in zip(ours, torch_engine) for s, t in zip(p.turns, q.turns)
+              for a, b in zip(s.logprobs, t.logprobs))
+    assert gap < 1e-4, gap  # raw log_softmax at temperature 0, in both
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_are_the_samplers(ir, temperature):
+    """log_softmax(logits / T) of the sampled tokens, as torch computes it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32).eval()
+    played = _played([Episode(seed) for seed in range(2)], _policy(ir, temperature=temperature))
+    gap = 0.0
+    for turn in (t for p in played for t in p.turns):
+        expected = _logprobs(model, turn.prompt_ids, turn.completion_ids, temperature)
+        assert len(turn.logprobs) == len(turn.completion_ids)
+        gap = max(gap, float((expected - torch.tensor(turn.logprobs)).abs().max()))
+    assert gap < 1e-4, gap
+
+
+def test_genai_reports_logprobs_before_temperature(ir):
+    """Why the policy divides the logits inside the graph: GenAI's own log-probabilities at
+    T = 0.7 are log_softmax(logits), not log_softmax(logits / T) (2026.4.1)."""
+    import numpy as np
+    import openvino as ov
+    import openvino_genai as g
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    policy = _policy(ir)
+    prompt = policy.tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n")
+    config = policy._config(seed=3)
+    config.do_sample, config.temperature, config.max_new_tokens = True, 0.7, 12
+    handle = policy.pipeline.add_request(0, ov.Tensor(np.asarray([prompt], dtype=np.int64)), config)
+    while policy.pipeline.has_non_finished_requests():
+        policy.pipeline.step()
+    out = handle.read_all()[0]
+    tokens, reported = list(out.generated_ids), torch.tensor(list(out.generated_log_probs))
+    model = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32).eval()
+    assert float((_logprobs(model, prompt, tokens, 1.0) - reported).abs().max()) < 1e-4
+    assert float((_logprobs(model, prompt, tokens, 0.7) - reported).abs().max()) > 0.05
+    assert g.GenerationStatus.FINISHED == handle.get_status()
+
+
+def test_seeded_sampling_reproduces_itself(ir):
+    policy = _policy(ir, temperature=1.0, seed=5)
+    episodes = [Episode(seed, sample) for seed in range(2) for sample in range(2)]
+    first = _played(episodes, policy)
+    assert _tokens(_played(episodes, policy)) == _tokens(first)
+    # an episode's tokens do not depend on what else is in flight
+    alone = _played(episodes, _policy(ir, temperature=1.0, seed=5), in_flight=1)
+    assert _tokens(alone) == _tokens(first)
+    assert [p.messages for p in alone] == [p.messages for p in first]
+    # the group's samples differ from each other, and another policy seed gives other tokens
+    assert _tokens(first)[0] != _tokens(first)[1]
+    assert _tokens(_played(episodes, _policy(ir, temperature=1.0, seed=6))) != _tokens(first)
+
+
+# -- LoRA -----------------------------------------------------------------------------------------
+
+def test_adapter_is_applied_as_peft_applies_it(ir, adapter):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from trace_gym.agents.episodes import make_env, render_prompt
+    from trace_gym.agents.openvino import adapter_alpha
+
+    assert adapter_alpha(adapter) == 2.0
+    policy = _policy(ir, adapter=adapter)
+    assert policy.name == "openvino:tiny_agent+adapter" and policy.adapter_alpha == 2.0
+    peft = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32),
+                                     str(adapter)).eval()
+    base = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32).eval()
+    env = make_env(RETAIL["env_id"], **RETAIL["env_kwargs"])
+    episodes = [Episode(seed) for seed in range(3)]
+    first_turns = [p.turns[0] for p in _played(episodes, policy)]
+    differs = 0
+    for episode, turn in zip(episodes, first_turns):
+        obs, info = env.reset(seed=episode.seed)
+        prompt = render_prompt(policy.tokenizer, obs, info["tools"])
+        assert turn.prompt_ids == prompt
+        assert turn.completion_ids == _hf_greedy(peft, prompt, policy.stop_id)
+        differs += turn.completion_ids != _hf_greedy(base, prompt, policy.stop_id)
+    assert differs > 0
+
+
+def test_set_adapter_swaps_between_iterations(ir, adapter):
+    """A new pipeline each time: the first transcripts come back exactly."""
+    policy = _policy(ir)
+    episodes = [Episode(seed) for seed in range(2)]
+    base = _tokens(_played(episodes, policy))
+    policy.set_adapter(adapter)
+    assert policy.name == "openvino:tiny_agent+adapter"
+    adapted = _tokens(_played(episodes, policy))
+    assert adapted != base
+    assert adapted == _tokens(_played(episodes, _policy(ir, adapter=adapter)))
+    policy.set_adapter(None)
+    assert policy.name == "openvino:tiny_agent" and _tokens(_played(episodes, policy)) == base
+
+
+def test_adapter_settings_one_alpha_cannot_express_are_refused(ir, adapter, tmp_path):
+    from trace_gym.agents.openvino import adapter_alpha
+
+    (tmp_path / "adapter_model.safetensors").write_bytes((adapter / "adapter_model.safetensors").read_bytes())
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (tmp_path / "adapter_config.json").write_text(json.dumps({**config, "alpha_pattern": {"q_proj": 4}}))
+    with pytest.raises(InvalidConfig, match="alpha_pattern"):
+        adapter_alpha(tmp_path)
+    (tmp_path / "adapter_config.json").write_text(json.dumps({**config, "use_rslora": True}))
+    assert adapter_alpha(tmp_path) == pytest.approx(16 / 8 ** 0.5)
+    with pytest.raises(InvalidConfig, match="not a peft adapter"):
+        _policy(ir, adapter=tmp_path / "nowhere")
+
+
+# -- through the driver -----------------------------------------------------------------------------
+
+def test_play_returns_finished_episodes_with_turns(ir):
+    from trace_gym.driver import BatchedPolicy
+
+    policy = _policy(ir, temperature=1.0)
+    assert isinstance(policy, BatchedPolicy)
+    episodes = [Episode(seed, hint=seed % 2 == 0) for seed in range(5)]
+    played = list(play(episodes, policy, env_id=PRECONDITION, in_flight=3))
+    assert sorted(p.seed for p in played) == list(range(5))
+    for p in played:
+        assert p.error is None and p.termination_reason is not None and p.turns
+        assert p.policy == "openvino:tiny_agent"
+        for turn in p.turns:
+            assert len(turn.logprobs) == len(turn.completion_ids) <= TOKENS
+            assert all(x <= 0.0 for x in turn.logprobs)
+            assert (turn.loss_prompt_ids != turn.prompt_ids) == p.episode.hint
+    assert policy._pending == {}
+
+
+def test_fingerprint_names_what_decides_the_outputs(ir, adapter):
+    from trace_gym.runs import dir_sha256
+
+    fingerprint = _policy(ir, adapter=adapter, temperature=0.7, top_p=0.9).fingerprint()
+    assert fingerprint["model_sha256"] == dir_sha256(FIXTURE)
+    assert fingerprint["adapter_sha256"] == dir_sha256(adapter)
+    assert {k: fingerprint[k] for k in ("temperature", "top_p", "max_new_tokens", "dtype", "adapter_alpha")} == \
+        {"temperature": 0.7, "top_p": 0.9, "max_new_tokens": TOKENS, "dtype": "float32", "adapter_alpha": 2.0}

@@ -1,0 +1,518 @@
+"""Rollouts on OpenVINO GenAI: a transformers causal LM exported to an OpenVINO IR and run by
+`openvino_genai.ContinuousBatchingPipeline` behind the driver's batched policy interface
+(`trace_gym.driver.BatchedPolicy`).
+
+**Export** (`export`) converts the model directory with OpenVINO's own PyTorch converter
+(`openvino.convert_model`) and makes its keys and values model state, the layout optimum-intel
+produces and GenAI expects (inputs `input_ids`, `attention_mask`, `position_ids`, `beam_idx`;
+output `logits`), plus the tokenizer IRs from `openvino_tokenizers`. optimum-intel is not
+used: every release that runs with this project's transformers (>= 5.17) pins transformers
+< 5.6, and its import fails on 5.24. The IR is cached beside the model, in
+`<model_dir>.openvino-<format>/` (a sibling, so that the model directory's own sha256, the
+identity every run records, does not change), written to a temporary directory and renamed
+into place, and skipped while its recorded source sha256 still matches.
+
+**Sampling.** Each submitted turn is one pipeline request: the chat template's token ids,
+stop token `<|im_end|>`, greedy at temperature 0, else top-p sampling from a generator seeded
+per episode turn (GenAI seeds each request's own generator, so a turn's tokens do not depend
+on which others share its batch: measured). GenAI reports each sampled token's
+log-probability under the *raw* logits, before temperature and top-p (measured: at T = 0.7
+its values match `log_softmax(logits)` to 5e-6 and differ from `log_softmax(logits / T)` by up
+to 2.1 nats). A policy-gradient loss needs them under the sampler, so at a temperature other
+than 0 or 1 the policy runs a copy of the IR that divides the final hidden state by T before
+the LM head (logits / T, exactly), samples at temperature 1, and GenAI's log-probabilities
+are then `log_softmax(logits / T)`, the torch engine's. That copy is cached inside the IR
+directory, one per temperature.
+
+**Caching between turns** is GenAI's prefix caching: a conversation's next prompt starts with
+its earlier turns, whose key/value blocks are found by their tokens and not recomputed.
+
+**LoRA.** The adapter is fused into the weights when the pipeline is built
+(`AdapterConfig.Mode.MODE_FUSE`: no per-token cost), with alpha = lora_alpha / r, the scaling
+peft applies and GenAI does not. Measured with GenAI 2026.4.1: the pipeline ignores the
+`adapters` of a request given to `add_request` (only `generate()` switches the adapter of a
+dynamic-mode pipeline, for every request at once), and switching it in place keeps prefix-cache
+blocks computed under the previous adapter, so `set_adapter` builds a new pipeline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from trace_gym.agents.hardware import DTYPES, placement
+from trace_gym.driver import Live, Reply, Turn
+from trace_gym.errors import InvalidConfig
+
+__all__ = ["DTYPES", "OpenVINOPolicy", "adapter_alpha", "export", "tempered"]
+
+WEIGHT_FORMATS = ("fp16", "fp32")
+STOP_TOKEN = "<|im_end|>"
+INSTALL = "pip install 'trace-gym[openvino]'"
+EXPORTER_VERSION = 1
+"""Bumped when the exported IR changes, so that older exports are redone."""
+MARKER = "trace_gym_export.json"
+_CONFIG_FILES = ("config.json", "generation_config.json")
+_TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin",
+                    "openvino_detokenizer.xml", "openvino_detokenizer.bin")
+
+
+def _require_openvino() -> Any:
+    """The `openvino_genai` module, or InvalidConfig saying how to install it."""
+    try:
+        import openvino  # noqa: F401
+        import openvino_genai
+        import openvino_tokenizers  # noqa: F401
+    except ImportError as exc:
+        raise InvalidConfig(f"the OpenVINO backend needs openvino-genai and openvino-tokenizers ({exc.name} is "
+                            f"missing); install them with `{INSTALL}`") from None
+    return openvino_genai
+
+
+def _model_dir(model_dir: str | os.PathLike) -> Path:
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise InvalidConfig(f"model_dir={str(path)!r} is not a model directory (no config.json)")
+    return path
+
+
+def default_ir_dir(model_dir: str | os.PathLike, weight_format: str = "fp16") -> Path:
+    """Where `export` caches a model's IR when no `out_dir` is given: beside the model."""
+    path = Path(model_dir).resolve()
+    return path.parent / f"{path.name}.openvino-{weight_format}"
+
+
+def _marker(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def export(model_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
+           weight_format: str = "fp16") -> Path:
+    """The OpenVINO IR of a transformers causal-LM directory, for `OpenVINOPolicy`: exported
+    into `out_dir` (default `default_ir_dir(model_dir, weight_format)`), or left as it is when
+    its recorded source sha256, format and exporter version are current. Returns `out_dir`.
+
+    `weight_format` "fp16" stores the weights in float16 (computed at the precision hint),
+    "fp32" keeps them in float32."""
+    from trace_gym.runs import dir_sha256
+
+    if weight_format not in WEIGHT_FORMATS:
+        raise InvalidConfig(f"weight_format={weight_format!r} is invalid; allowed: {', '.join(WEIGHT_FORMATS)}")
+    source = _model_dir(model_dir)
+    _require_openvino()
+    dest = Path(out_dir) if out_dir is not None else default_ir_dir(source, weight_format)
+    if dest.resolve().is_relative_to(source.resolve()):
+        # the model's sha256 (what says the export is current, and every run's record of the
+        # model) would then cover the export itself
+        raise InvalidConfig(f"out_dir={str(dest)!r} is inside the model directory; put the IR beside it")
+    want = {"exporter": EXPORTER_VERSION, "source_sha256": dir_sha256(source), "weight_format": weight_format}
+    have = _marker(dest)
+    if have is not None and all(have.get(k) == v for k, v in want.items()):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        started = time.perf_counter()
+        versions = _convert(source, tmp, weight_format)
+        (tmp / MARKER).write_text(json.dumps({**want, "source": str(source.resolve()), **versions,
+                                              "export_s": round(time.perf_counter() - started, 3)}, indent=2) + "\n")
+        _publish(tmp, dest, want)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _publish(tmp: Path, dest: Path, want: dict[str, Any]) -> None:
+    """Rename `tmp` to `dest`, replacing a stale `dest`; a current one that another process
+    published meanwhile is kept."""
+    if dest.exists():
+        have = _marker(dest)
+        if have is not None and all(have.get(k) == v for k, v in want.items()):
+            return
+        stale = Path(tempfile.mkdtemp(prefix=f".{dest.name}.stale-", dir=dest.parent))
+        os.replace(dest, stale / "ir")
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.replace(tmp, dest)
+    except OSError:
+        # another process renamed its own export into place first: keep it if it is current
+        have = _marker(dest)
+        if have is None or any(have.get(k) != v for k, v in want.items()):
+            raise
+
+
+def _convert(source: Path, dest: Path, weight_format: str) -> dict[str, str]:
+    """Convert the model in `source` into `dest`; returns the versions that made it."""
+    try:
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.cache_utils import Cache, DynamicLayer
+    except ImportError as exc:
+        raise InvalidConfig(f"exporting to OpenVINO needs torch and transformers ({exc.name} is missing); "
+                            "install them with `pip install 'trace-gym[train,openvino]'`") from None
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13
+    from openvino._offline_transformations import apply_make_stateful_transformation
+    from openvino_tokenizers import convert_tokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, attn_implementation="sdpa").eval()
+    with torch.no_grad():  # the cache layout (layers, kv heads, head size), read off a forward
+        probe = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
+    probe_cache = getattr(probe, "cache", None) or probe.past_key_values
+    shapes = [tuple(layer.keys.shape) for layer in probe_cache.layers]
+    layers, kv_heads, head_dim = len(shapes), shapes[0][1], shapes[0][3]
+
+    class PastLayer(DynamicLayer):
+        """A cache layer that starts from given keys and values (transformers' own starts
+        from an empty 1-D tensor, whose concatenation the converter cannot express)."""
+
+        def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+            super().__init__()
+            self.keys, self.values, self.device, self.is_initialized = keys, values, keys.device, True
+
+        def get_seq_length(self) -> int:
+            return self.keys.shape[-2]
+
+    class Decoder(torch.nn.Module):
+        """The model as a function of flat tensors: (ids, mask, positions, past k/v per layer)
+        -> (logits, present k/v per layer). The causal mask is built here from the 2-D mask,
+        so the traced graph has no data-dependent branch (transformers skips the mask when it
+        sees none is needed, a decision tracing would freeze)."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                    *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            cache = Cache(layers=[PastLayer(past[2 * i], past[2 * i + 1]) for i in range(layers)])
+            q, kv = input_ids.shape[1], attention_mask.shape[1]
+            causal = torch.arange(kv)[None, :] <= torch.arange(kv - q, kv)[:, None]              # (q, kv)
+            mask = causal[None, None] & attention_mask[:, None, None, :].bool()                  # (B, 1, q, kv)
+            out = self.inner(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, cache=cache,
+                             use_cache=True)
+            present = getattr(out, "cache", None) or out.past_key_values
+            return (out.logits, *[t for layer in present.layers for t in (layer.keys, layer.values)])
+
+    batch, past_len, new_len = 2, 3, 4
+    example = (torch.randint(0, model.config.vocab_size, (batch, new_len)),
+               torch.ones(batch, past_len + new_len, dtype=torch.int64),
+               torch.arange(past_len, past_len + new_len)[None].repeat(batch, 1),
+               *[torch.randn(batch, kv_heads, past_len, head_dim) for _ in range(2 * layers)])
+    kv_names = [f"past_key_values.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    present_names = [f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    inputs = [(ov.PartialShape([-1, -1]), ov.Type.i64)] * 3 + \
+        [(ov.PartialShape([-1, kv_heads, -1, head_dim]), ov.Type.f32)] * (2 * layers)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about Python branches on shapes: none is data-dependent here
+        ov_model = ov.convert_model(Decoder(model), example_input=example, input=inputs)
+    # GenAI finds a LoRA's layers by name (`model.layers.0.self_attn.q_proj` inside the node's
+    # name); the wrapper's attribute would add `inner.` to every name
+    for op in ov_model.get_ops():
+        name = op.get_friendly_name()
+        for wrapped, plain in (("self.inner.", "self."), ("__module.inner.", "__module.")):
+            if name.startswith(wrapped):
+                op.set_friendly_name(plain + name[len(wrapped):])
+    for port, name in zip(ov_model.inputs, ["input_ids", "attention_mask", "position_ids", *kv_names]):
+        port.get_tensor().set_names({name})
+    for port, name in zip(ov_model.outputs, ["logits", *present_names]):
+        port.get_tensor().set_names({name})
+    # keys and values as model state, as optimum-intel's `patch_stateful` does: a beam_idx
+    # input reorders them, the state is initialised to zeros of length 0
+    beam_idx = opset13.parameter(name="beam_idx", dtype=ov.Type.i32, shape=ov.PartialShape([-1]))
+    beam_idx.output(0).get_tensor().add_names({"beam_idx"})
+    ov_model.add_parameters([beam_idx])
+    for name in kv_names:
+        port = ov_model.input(name)
+        consumers = port.get_target_inputs()
+        gather = opset13.gather(port, beam_idx, opset13.constant(0))
+        for consumer in consumers:
+            consumer.replace_source_output(gather.output(0))
+    ov_model.validate_nodes_and_infer_types()
+    apply_make_stateful_transformation(ov_model, dict(zip(kv_names, present_names)))
+    ids = ov_model.input("input_ids")
+    rows = opset13.gather(opset13.shape_of(ids, output_type="i64"), opset13.constant([0]), opset13.constant(0))
+    for op in ov_model.get_ops():
+        if op.get_type_name() == "ReadValue":
+            dims = [d.min_length for d in op.get_output_partial_shape(0)]
+            parts = [rows if i == 0 else opset13.constant(np.array([d], dtype=np.int64)) for i, d in enumerate(dims)]
+            zeros = opset13.broadcast(opset13.constant(0.0, dtype=op.get_output_element_type(0)),
+                                      opset13.concat(parts, axis=0))
+            op.set_arguments([zeros])
+    ov_model.validate_nodes_and_infer_types()
+    ov.save_model(ov_model, dest / "openvino_model.xml", compress_to_fp16=weight_format == "fp16")
+    tokenizer, detokenizer = convert_tokenizer(AutoTokenizer.from_pretrained(source), with_detokenizer=True)
+    ov.save_model(tokenizer, dest / "openvino_tokenizer.xml")
+    ov.save_model(detokenizer, dest / "openvino_detokenizer.xml")
+    for name in _CONFIG_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, dest / name)
+    import openvino_tokenizers
+
+    return {"openvino": ov.__version__, "openvino_tokenizers": openvino_tokenizers.__version__,
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def tempered(ir_dir: str | os.PathLike, temperature: float) -> Path:
+    """A copy of an exported IR whose logits are divided by `temperature` (the final hidden
+    state is scaled before the LM head, which keeps GenAI's "compute only the sampled
+    positions' logits" rewrite of that MatMul working); cached in `ir_dir/temperature-<T>/`."""
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13
+
+    base = Path(ir_dir)
+    base_marker = _marker(base)
+    if base_marker is None:
+        raise InvalidConfig(f"{str(base)!r} is not an IR made by `export` (no {MARKER})")
+    dest = base / f"temperature-{float(temperature)!r}"
+    want = {"exporter": EXPORTER_VERSION, "base_sha256": base_marker["source_sha256"],
+            "weight_format": base_marker["weight_format"], "temperature": float(temperature)}
+    have = _marker(dest)
+    if have is not None and all(have.get(k) == v for k, v in want.items()):
+        return dest
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=base))
+    try:
+        model = ov.Core().read_model(base / "openvino_model.xml")
+        head = model.output("logits").get_node().input_value(0).get_node()
+        if head.get_type_name() != "MatMul":
+            raise InvalidConfig(f"{str(base)!r}: the logits do not come straight from a MatMul "
+                                f"({head.get_type_name()}); re-export the model")
+        hidden = head.input_value(0)
+        scale = opset13.constant(np.array(1.0 / temperature, dtype=np.float32))
+        if hidden.get_element_type() != ov.Type.f32:
+            scale = opset13.convert(scale, hidden.get_element_type())
+        head.input(0).replace_source_output(opset13.multiply(hidden, scale).output(0))
+        model.validate_nodes_and_infer_types()
+        ov.save_model(model, tmp / "openvino_model.xml", compress_to_fp16=base_marker["weight_format"] == "fp16")
+        for name in (*_TOKENIZER_FILES, *_CONFIG_FILES):
+            if (base / name).is_file():
+                shutil.copy2(base / name, tmp / name)
+        (tmp / MARKER).write_text(json.dumps(want, indent=2) + "\n")
+        _publish(tmp, dest, want)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def adapter_alpha(adapter_dir: str | os.PathLike) -> float:
+    """The scale peft gives a LoRA adapter's update (lora_alpha / r, or / sqrt(r) with
+    rsLoRA), which GenAI takes as the adapter's alpha. Refuses what one scalar cannot say."""
+    path = Path(adapter_dir)
+    config_path, weights = path / "adapter_config.json", path / "adapter_model.safetensors"
+    if not (config_path.is_file() and weights.is_file()):
+        raise InvalidConfig(f"adapter={str(path)!r} is not a peft adapter directory "
+                            "(adapter_config.json and adapter_model.safetensors)")
+    config = json.loads(config_path.read_text())
+    if config.get("peft_type", "LORA") != "LORA":
+        raise InvalidConfig(f"adapter={str(path)!r}: peft_type {config.get('peft_type')!r} is not LORA")
+    for key in ("rank_pattern", "alpha_pattern"):
+        if config.get(key):
+            raise InvalidConfig(f"adapter={str(path)!r}: per-module {key} cannot be applied (OpenVINO takes one "
+                                "alpha per adapter)")
+    if config.get("use_dora") or config.get("modules_to_save"):
+        raise InvalidConfig(f"adapter={str(path)!r}: DoRA and modules_to_save are not supported by OpenVINO")
+    r, lora_alpha = config["r"], config["lora_alpha"]
+    return float(lora_alpha) / (math.sqrt(r) if config.get("use_rslora") else float(r))
+
+
+def _stream_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (a policy seed, an episode's stream, a turn index)."""
+    digest = hashlib.sha256(":".join(str(int(p)) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+class OpenVINOPolicy:
+    """A `trace_gym.driver.BatchedPolicy` on one OpenVINO GenAI continuous-batching pipeline.
+
+    `model_path` is a transformers model directory (exported on first use, see `export`);
+    `adapter` a peft LoRA directory. Sampling is like `LocalModelPolicy`'s: `temperature` 0
+    is greedy, else softmax(logits / T) cut to `top_p`, at most `max_new_tokens` a turn.
+    `dtype` sets the precision hint ("float32": f32; "bfloat16": bf16; "auto": bf16 where the
+    CPU computes it natively, `trace_gym.agents.hardware`, which is also OpenVINO's own CPU
+    default there, read back with `get_property`). `kv_cache_precision` None keeps keys and
+    values in f32 for float32 (OpenVINO's CPU default is u8, which moved log-probabilities by
+    up to 0.004 nats on the fixture) and leaves the plugin's default (u8) otherwise. `threads`
+    defaults to every core this process may run on; `cache_gb` fixes the KV cache size (None:
+    grown as needed); `max_num_batched_tokens` caps the tokens one step computes (GenAI's
+    default 256); `ir_dir` is where the IR is cached (default: beside the model)."""
+
+    def __init__(self, model_path: str | os.PathLike, adapter: str | os.PathLike | None = None, *,
+                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 192, seed: int = 0,
+                 dtype: str = "auto", weight_format: str = "fp16", threads: int | None = None,
+                 kv_cache_precision: str | None = None, cache_gb: int | None = None,
+                 max_num_batched_tokens: int | None = None, ir_dir: str | os.PathLike | None = None) -> None:
+        from trace_gym.agents.base import check_sampling
+
+        check_sampling("openvino policy", temperature, top_p, max_new_tokens)
+        self.placement = placement(dtype, threads, owner="openvino policy")
+        if cache_gb is not None and not (type(cache_gb) is int and cache_gb >= 1):
+            raise InvalidConfig(f"openvino policy: cache_gb={cache_gb!r} is invalid: must be an integer >= 1 or None")
+        self.genai = _require_openvino()
+        from transformers import AutoTokenizer
+
+        self.model_path = _model_dir(model_path)
+        self.dtype, self.threads = self.placement.dtype, self.placement.threads
+        self.temperature, self.top_p, self.max_new_tokens = float(temperature), float(top_p), max_new_tokens
+        self.seed, self.weight_format = seed, weight_format
+        self.kv_cache_precision = kv_cache_precision or ("f32" if self.dtype == "float32" else None)
+        self.cache_gb, self.max_num_batched_tokens = cache_gb, max_num_batched_tokens
+        self.ir_dir = export(self.model_path, ir_dir, weight_format)
+        # logits / T inside the graph, so that the reported log-probabilities are the sampler's
+        self.run_dir = self.ir_dir if self.temperature in (0.0, 1.0) else tempered(self.ir_dir, self.temperature)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.stop_id = self.tokenizer.convert_tokens_to_ids(STOP_TOKEN)
+        if self.stop_id is None or self.stop_id == self.tokenizer.unk_token_id:
+            raise InvalidConfig(f"the tokenizer of {str(self.model_path)!r} has no {STOP_TOKEN} token")
+        self._pending: dict[int, tuple[Live, Any, list[int], list[int]]] = {}
+        self._ids = 0
+        self.adapter: Path | None = None
+        self.adapter_alpha: float | None = None
+        self.pipeline: Any = None
+        self.build_s = 0.0
+        self.set_adapter(adapter)
+
+    # -- the pipeline ---------------------------------------------------------------------
+
+    def properties(self) -> dict[str, Any]:
+        """The OpenVINO properties the pipeline is compiled with."""
+        hint = {"float32": "f32", "bfloat16": "bf16"}[self.dtype]
+        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "INFERENCE_PRECISION_HINT": hint}
+        if self.kv_cache_precision is not None:
+            props["KV_CACHE_PRECISION"] = self.kv_cache_precision
+        return props
+
+    def set_adapter(self, adapter: str | os.PathLike | None) -> None:
+        """Use this peft LoRA adapter (None: the base model) from the next turn on: the
+        pipeline is rebuilt with the adapter fused into its weights (about 0.5 s on the fixture).
+
+        Rebuilding is required, not a precaution: GenAI 2026.4.1's continuous-batching pipeline
+        ignores a request's own adapters, and an adapter switched in place (through
+        `generate()`, the one call that switches it) is applied, but the prefix cache still
+        serves key/value blocks computed under the previous adapter, so prompts that share
+        cached blocks continue as the old adapter would (measured on the fixture)."""
+        if self._pending:
+            raise InvalidConfig(f"openvino policy: cannot change the adapter while {len(self._pending)} turn(s) "
+                                "are being generated")
+        g = self.genai
+        path = Path(adapter) if adapter is not None else None
+        alpha = adapter_alpha(path) if path is not None else None
+        self.pipeline = None  # free the old pipeline's memory before compiling the new one
+        started = time.perf_counter()
+        scheduler = g.SchedulerConfig()
+        scheduler.enable_prefix_caching = True
+        if self.cache_gb is not None:
+            scheduler.cache_size = self.cache_gb
+        if self.max_num_batched_tokens is not None:
+            scheduler.max_num_batched_tokens = self.max_num_batched_tokens
+        props = self.properties()
+        if path is not None:
+            props["adapters"] = g.AdapterConfig(g.Adapter(str(path / "adapter_model.safetensors")), alpha,
+                                                g.AdapterConfig.Mode.MODE_FUSE)
+        self.pipeline = g.ContinuousBatchingPipeline(str(self.run_dir), scheduler, "CPU", props)
+        self.build_s = time.perf_counter() - started
+        self.adapter, self.adapter_alpha = path, alpha
+        self.name = f"openvino:{self.model_path.name}" + (f"+{path.name}" if path is not None else "")
+
+    def metadata(self) -> dict[str, Any]:
+        """How the model runs here (recorded with each episode)."""
+        return {**self.placement.as_dict(), "backend": "openvino", "properties": self.properties(),
+                "ir": str(self.run_dir)}
+
+    def close(self) -> None:
+        """Drop the pipeline and whatever is still being generated."""
+        self._pending.clear()
+        self.pipeline = None
+
+    # -- BatchedPolicy ----------------------------------------------------------------------
+
+    def _config(self, seed: int) -> Any:
+        config = self.genai.GenerationConfig()
+        config.max_new_tokens = self.max_new_tokens
+        config.apply_chat_template = False
+        config.stop_token_ids = {self.stop_id}
+        config.eos_token_id = self.stop_id  # the model's own eos (if another) does not end a turn, as in the engine
+        config.logprobs = 1
+        if self.temperature > 0:
+            config.do_sample = True
+            config.temperature = 1.0  # T is applied inside the graph (see `tempered`)
+            config.top_p = self.top_p
+            config.rng_seed = seed
+        return config
+
+    def submit(self, live: Live) -> None:
+        """Start generating `live`'s next turn."""
+        import numpy as np
+        import openvino as ov
+
+        from trace_gym.agents.episodes import render_prompt, unhinted
+
+        if self.pipeline is None:
+            raise InvalidConfig("openvino policy: closed")
+        prompt = render_prompt(self.tokenizer, live.messages, live.tools)
+        loss_prompt = prompt
+        if live.episode.hint and live.system_prompt_unhinted is not None:
+            loss_prompt = render_prompt(self.tokenizer, unhinted(live.messages, live.system_prompt_unhinted),
+                                        live.tools)
+        self._ids += 1
+        seed = _stream_seed(self.seed, live.episode.stream(), live.turn)
+        handle = self.pipeline.add_request(self._ids, ov.Tensor(np.asarray([prompt], dtype=np.int64)),
+                                           self._config(seed))
+        self._pending[self._ids] = (live, handle, prompt, loss_prompt)
+
+    def collect(self) -> list[tuple[Live, Reply]]:
+        """Step the pipeline until at least one submitted turn is done; return all that are."""
+        g = self.genai
+        if not self._pending:
+            return []
+        out = []
+        while not out:
+            self.pipeline.step()
+            for request_id, (live, handle, prompt, loss_prompt) in list(self._pending.items()):
+                status = handle.get_status()
+                if status == g.GenerationStatus.RUNNING:
+                    continue
+                del self._pending[request_id]
+                if status != g.GenerationStatus.FINISHED:
+                    raise RuntimeError(f"openvino policy: the turn of episode {live.episode} ended as {status} "
+                                       f"(prompt of {len(prompt)} tokens)")
+                result = handle.read_all()[0]
+                ids = [int(t) for t in result.generated_ids]
+                body = ids[:-1] if ids and ids[-1] == self.stop_id else ids
+                text = self.tokenizer.decode(body, skip_special_tokens=False)
+                turn = Turn(prompt, loss_prompt, ids, [float(x) for x in result.generated_log_probs])
+                out.append((live, Reply(text, turn)))
+        return out
+
+    def release(self, live: Live) -> None:
+        """Forget `live` (a turn still in flight for it is dropped)."""
+        for request_id, (other, handle, _, _) in list(self._pending.items()):
+            if other is live:
+                handle.cancel()
+                del self._pending[request_id]
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What decides this policy's outputs: the weights, the adapter, the sampling, the precision."""
+        from trace_gym.runs import dir_sha256
+
+        return {"name": "openvino", "model_sha256": dir_sha256(self.model_path),
+                "adapter_sha256": dir_sha256(self.adapter) if self.adapter is not None else None,
+                "adapter_alpha": self.adapter_alpha, "temperature": self.temperature, "top_p": self.top_p,
+                "max_new_tokens": self.max_new_tokens, "seed": self.seed, "dtype": self.dtype,
+                "weight_format": self.weight_format, "kv_cache_precision": self.kv_cache_precision,
+                "openvino_genai": self.genai.__version__}
