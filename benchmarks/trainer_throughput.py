@@ -3,6 +3,7 @@ batch and prompts, and where an iteration's time goes.
 
     python benchmarks/trainer_throughput.py [--model DIR] [--env ENV_ID] [--groups 2] [--group-size 8]
                                             [--iterations 2] [--max-new-tokens 64] [--threads 2]
+                                            [--lockstep] [--skip-trl]
 
 Both trainers play the same episodes with the same generator (`trace_gym.agents.episodes`:
 TRL through `trace_gym.interop.TRLRollouts` as its rollout_func), G groups of K rollouts of
@@ -72,7 +73,9 @@ class ModelTime:
         torch.autograd.backward = self._backward
 
 
-def run_ours(args, base: Path) -> tuple[float, float]:
+def run_ours(args, base: Path, lockstep: bool = False) -> tuple[float, float]:
+    """This trainer's samples/s; `lockstep` plays the rollouts as before continuous batching
+    (every turn of the batch waits for its slowest episode)."""
     import torch
 
     from trace_gym.agents.episodes import LocalBackend
@@ -89,6 +92,8 @@ def run_ours(args, base: Path) -> tuple[float, float]:
     optimizer = torch.optim.AdamW(params, lr=config.lr)
     backend = LocalBackend(model, tokenizer, config.env_id, config.env_kwargs, temperature=1.0, top_p=1.0,
                            max_new_tokens=config.max_new_tokens, batch_episodes=config.groups * config.group_size)
+    backend.policy.lockstep = lockstep
+    label = "ours, lockstep" if lockstep else "ours"
     def step(i: int) -> int:
         """One iteration on every group drawn, the constant ones included, as TRL trains them
         (their advantages are 0, but the forward and backward passes run)."""
@@ -99,7 +104,7 @@ def run_ours(args, base: Path) -> tuple[float, float]:
         batch = grpo.samples_of(groups, grpo.advantages(groups))
         grpo.update(model, optimizer, batch, config, params)
         informative = sum(not grpo.is_constant(g) for g in groups.values())
-        print(f"  ours: iteration {i}: {len(rollouts)} episodes, rollout {t1 - t0:.1f} s, update "
+        print(f"  {label}: iteration {i}: {len(rollouts)} episodes, rollout {t1 - t0:.1f} s, update "
               f"{time.perf_counter() - t1:.1f} s, informative groups {informative}", flush=True)
         return len(rollouts)
 
@@ -112,7 +117,7 @@ def run_ours(args, base: Path) -> tuple[float, float]:
         timer.close()
     wall = time.perf_counter() - start
     outside = 1 - (timer.forward + timer.backward) / wall
-    print(f"  ours: model forward {timer.forward:.1f} s, backward {timer.backward:.1f} s of {wall:.1f} s wall")
+    print(f"  {label}: model forward {timer.forward:.1f} s, backward {timer.backward:.1f} s of {wall:.1f} s wall")
     return episodes / wall, outside
 
 
@@ -173,6 +178,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lockstep", action="store_true", help="also run this trainer with lockstep rollouts, first")
+    parser.add_argument("--skip-trl", action="store_true")
     args = parser.parse_args()
     if args.model:
         base = Path(args.model)
@@ -184,9 +191,20 @@ def main() -> None:
             raise SystemExit(f"the base agent is not built at {base}: run `trace-gym base-agent build` or pass --model")
     print(f"model {base}, env {args.env}, {args.groups} groups x {args.group_size}, {args.iterations} measured "
           f"iterations, {args.max_new_tokens} new tokens a turn, {args.threads} threads ({uptime()})", flush=True)
+    from trace_gym.agents.hardware import cpu_flags
+
+    print("CPU flags seen: " + " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))))
+    if args.lockstep:
+        before, _ = run_ours(args, base, lockstep=True)
+        print(f"this trainer, rollouts in lockstep turns (before continuous batching): {before:.3f} samples/s  "
+              f"({uptime()})", flush=True)
     ours, outside = run_ours(args, base)
     print(f"this trainer: {ours:.3f} samples/s; time outside model forward/backward {outside:.1%} of an iteration "
           f"(goal: at most 15%)  ({uptime()})", flush=True)
+    if args.lockstep:
+        print(f"continuous/lockstep samples/s: {ours / before:.2f}", flush=True)
+    if args.skip_trl:
+        return
     trl = run_trl(args, base)
     print(f"TRL GRPOTrainer: {trl:.3f} samples/s  ({uptime()})")
     print(f"ratio: {ours / trl:.2f}x TRL's samples/s (goal: at least 2x)")
