@@ -4,9 +4,10 @@
 
 Plays the same episodes under each mode, each mode in a process of its own (so that its peak
 memory is its own): `--targets` test seeds of each target (trace/airline-v0,
-trace/retail-v0, greedy, as `trace-gym eval` plays them) and `--capability` test seeds of
-each of the four shipped capability envs (temperature 1.0, as GRPO's rollouts), with the
-knobs of configs/embedded.toml.
+trace/retail-v0, greedy, as `trace-gym eval` plays them) in one driver run, and
+`--capability` test seeds of each of the four shipped capability envs (temperature 1.0, as
+GRPO's rollouts) in another, the envs' episodes interleaved, with the knobs of
+configs/embedded.toml.
 
 - today: static batches of 8 episodes advancing turn by turn in lockstep, KV reuse, fp32,
   one torch thread (the local policy's defaults before the engine issue);
@@ -57,6 +58,7 @@ class _NoStats:
 
 def run_mode(args: argparse.Namespace) -> dict:
     """Play every episode under one mode (in this process); the measured figures."""
+    from trace_gym.agents.episodes import make_env
     from trace_gym.agents.hardware import placement
     from trace_gym.agents.local import LocalModelPolicy
     from trace_gym.driver import Episode, play
@@ -71,9 +73,11 @@ def run_mode(args: argparse.Namespace) -> dict:
     wall = 0.0
     episodes = generated = prefilled = 0
     by_env = {}
-    plan = [(env_id, 0.0, args.max_new_tokens, args.targets) for env_id in TARGETS] + \
-           [(env_id, 1.0, args.capability_max_new_tokens, args.capability) for env_id in CAPABILITY]
-    for env_id, temperature, max_new, count in plan:
+    # one driver run per temperature, every env's episodes in it (interleaved, so that a
+    # continuous batch holds as many as the schedule allows)
+    plan = [("targets", TARGETS, 0.0, args.max_new_tokens, args.targets),
+            ("capability", CAPABILITY, 1.0, args.capability_max_new_tokens, args.capability)]
+    for label, env_ids, temperature, max_new, count in plan:
         if count <= 0:
             continue
         if mode.get("engine") == "openvino":
@@ -85,9 +89,9 @@ def run_mode(args: argparse.Namespace) -> dict:
             policy = LocalModelPolicy(args.model, temperature=temperature, max_new_tokens=max_new,
                                       dtype=where.dtype, threads=where.threads, lockstep=mode["static"])
         test = seeds("test", 0, count)
-        todo = [Episode(seed, 0, sampling_seed=seed) for seed in test]
+        todo = [Episode(seed, 0, sampling_seed=seed, env_id=env_id) for seed in test for env_id in env_ids]
         start = time.perf_counter()
-        played = list(play(todo, policy, env_id=env_id, env_kwargs=env_knobs(config, env_id),
+        played = list(play(todo, policy, make_env=lambda env_id: make_env(env_id, **env_knobs(config, env_id)),
                            in_flight=mode["in_flight"], static=mode["static"]))
         seconds = time.perf_counter() - start
         stats = getattr(getattr(policy, "engine", None), "stats", None) or _NoStats()
@@ -96,13 +100,13 @@ def run_mode(args: argparse.Namespace) -> dict:
         episodes += len(played)
         generated += turn_tokens
         prefilled += stats.prefilled
-        by_env[env_id] = {"episodes": len(played), "seconds": round(seconds, 1),
-                          "passed": sum(p.passed for p in played), "errors": sum(bool(p.error) for p in played),
-                          "turns": sum(len(p.turns) for p in played), "generated": turn_tokens,
-                          "prefilled": stats.prefilled, "reused": stats.reused}
-        print(f"  {args.mode:5s} {env_id:38s} {len(played):3d} episodes in {seconds:7.1f} s "
-              f"({len(played) / seconds * 60:6.1f}/min), {by_env[env_id]['turns']} turns, "
-              f"{turn_tokens} generated, {stats.prefilled} prefilled, {by_env[env_id]['passed']} passed"
+        by_env[label] = {"episodes": len(played), "seconds": round(seconds, 1),
+                         "passed": sum(p.passed for p in played), "errors": sum(bool(p.error) for p in played),
+                         "turns": sum(len(p.turns) for p in played), "generated": turn_tokens,
+                         "prefilled": stats.prefilled, "reused": stats.reused}
+        print(f"  {args.mode:5s} {label:10s} {len(played):3d} episodes in {seconds:7.1f} s "
+              f"({len(played) / seconds * 60:6.1f}/min), {by_env[label]['turns']} turns, "
+              f"{turn_tokens} generated, {stats.prefilled} prefilled, {by_env[label]['passed']} passed"
               f"{_arena(policy)}", file=sys.stderr, flush=True)
         close = getattr(policy, "close", None)
         if close:
@@ -159,7 +163,7 @@ def main() -> None:
               f"{r['generated_per_s']:.1f} generated and {r['prefilled_per_s']:.0f} prefilled tokens/s; "
               f"peak memory {r['peak_bytes'] / 2**30:.2f} GiB", flush=True)
         for env_id, e in r["by_env"].items():
-            print(f"       {env_id:38s} {e['episodes']:3d} episodes {e['seconds']:7.1f} s  passed {e['passed']:3d}  "
+            print(f"       {env_id:12s} {e['episodes']:3d} episodes {e['seconds']:7.1f} s  passed {e['passed']:3d}  "
                   f"errors {e['errors']}  turns {e['turns']:4d}  generated {e['generated']:6d}  "
                   f"prefilled {e['prefilled']:7d}  reused {e['reused']:8d}")
     del placement
