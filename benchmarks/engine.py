@@ -1,6 +1,7 @@
 """The rollout engine, today's default against the new one, on the embedded base agent.
 
-    python benchmarks/engine.py [--targets 32] [--capability 16] [--model DIR] [--modes today,new]
+    python benchmarks/engine.py [--targets 32] [--capability 16] [--model DIR] [--modes today,new,torch]
+                                [--save DIR]
 
 Plays the same episodes under each mode, each mode in a process of its own (so that its peak
 memory is its own): `--targets` test seeds of each target (trace/airline-v0,
@@ -11,10 +12,11 @@ configs/embedded.toml.
 
 - today: static batches of 8 episodes advancing turn by turn in lockstep, KV reuse, fp32,
   one torch thread (the local policy's defaults before the engine issue);
-- new: continuous batching of `--in-flight` episodes, every usable core, bf16 where the CPU
-  has it natively (`trace_gym.agents.hardware`);
-- openvino (with `--modes today,new,openvino`, the `openvino` extra installed): the same
-  schedule on OpenVINO GenAI (`trace_gym.agents.openvino`), its prefill not counted.
+- new: the default engine, OpenVINO GenAI (`trace_gym.agents.openvino`): continuous
+  batching of `--in-flight` episodes, every usable core, bf16 where the CPU has it natively
+  (`trace_gym.agents.hardware`), prefix caching between turns (its prefill is not counted);
+- torch (with `--modes today,new,torch`): the same schedule on the torch engine
+  (`trace_gym.agents.engine`).
 
 Prints per mode: wall time, episodes a minute, generated and prefilled tokens a second, peak
 memory; the CPU flags seen; and on its last line the new/today ratio of episodes a minute.
@@ -35,8 +37,8 @@ CAPABILITY = ("trace/precondition_verification-v0", "trace/structured_data_reaso
               "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0")
 MODES = {
     "today": {"dtype": "float32", "threads": 1, "in_flight": 8, "static": True},
-    "new": {"dtype": "auto", "threads": None, "in_flight": 64, "static": False},
-    "openvino": {"dtype": "auto", "threads": None, "in_flight": 64, "static": False, "engine": "openvino"},
+    "new": {"dtype": "auto", "threads": None, "in_flight": 64, "static": False, "engine": "openvino"},
+    "torch": {"dtype": "auto", "threads": None, "in_flight": 64, "static": False},
 }
 
 
@@ -113,8 +115,8 @@ def run_mode(args: argparse.Namespace) -> dict:
             close()
         del policy
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"mode": args.mode, "placement": where.as_dict(), "in_flight": mode["in_flight"],
-            "static": mode["static"], "wall_s": round(wall, 1), "episodes": episodes,
+    return {"mode": args.mode, "engine": mode.get("engine", "torch"), "placement": where.as_dict(),
+            "in_flight": mode["in_flight"], "static": mode["static"], "wall_s": round(wall, 1), "episodes": episodes,
             "episodes_per_min": episodes / wall * 60, "generated_per_s": generated / wall,
             "prefilled_per_s": prefilled / wall, "peak_bytes": peak, "by_env": by_env}
 
@@ -130,6 +132,8 @@ def main() -> None:
                         "(the trainer's embedded recipe)")
     parser.add_argument("--modes", default="today,new")
     parser.add_argument("--in-flight", type=int, help="override the mode's episodes in flight")
+    parser.add_argument("--save", help="directory that keeps each mode's figures as it ends (<mode>.json); a rerun "
+                        "with the same settings reads them instead of playing that mode again")
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.model is None:
@@ -154,10 +158,24 @@ def main() -> None:
                    "--capability-max-new-tokens", str(args.capability_max_new_tokens)]
         if args.in_flight:
             command += ["--in-flight", str(args.in_flight)]
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
-        r = results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        settings = {"mode": mode, "model": args.model, "config": args.config, "targets": args.targets,
+                    "capability": args.capability, "max_new_tokens": args.max_new_tokens,
+                    "capability_max_new_tokens": args.capability_max_new_tokens, "in_flight": args.in_flight}
+        saved = Path(args.save) / f"{mode}.json" if args.save else None
+        kept = json.loads(saved.read_text()) if saved is not None and saved.is_file() else None
+        if kept is not None and kept.get("settings") == settings:
+            r = results[mode] = kept["figures"]
+            print(f"{mode}: figures saved in {saved}", flush=True)
+        else:
+            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+            r = results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+            if saved is not None:
+                from trace_gym.jsondata import write_json_atomic
+
+                write_json_atomic(saved, {"settings": settings, "figures": r})
         p = r["placement"]
-        print(f"{mode:5s}: {p['dtype']}, {p['threads']} thread(s), {r['in_flight']} in flight"
+        print(f"{mode:5s}: {r.get('engine', 'torch')}, {p['dtype']}, {p['threads']} thread(s), {r['in_flight']} in "
+              "flight"
               f"{' (static batches, lockstep turns)' if r['static'] else ' (continuous batching)'}: "
               f"{r['episodes']} episodes in {r['wall_s']:.0f} s = {r['episodes_per_min']:.2f} episodes/min; "
               f"{r['generated_per_s']:.1f} generated and {r['prefilled_per_s']:.0f} prefilled tokens/s; "
@@ -169,6 +187,9 @@ def main() -> None:
     del placement
     if "today" in results and "new" in results:
         ratio = results["new"]["episodes_per_min"] / results["today"]["episodes_per_min"]
+        if "torch" in results:
+            torch_ratio = results["torch"]["episodes_per_min"] / results["today"]["episodes_per_min"]
+            print(f"torch/today episodes a minute: {torch_ratio:.2f}")
         print(f"new/today episodes a minute: {ratio:.2f}")
 
 

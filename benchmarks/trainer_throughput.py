@@ -3,7 +3,7 @@ batch and prompts, and where an iteration's time goes.
 
     python benchmarks/trainer_throughput.py [--model DIR] [--env ENV_ID] [--groups 2] [--group-size 8]
                                             [--iterations 2] [--max-new-tokens 64] [--threads 2]
-                                            [--lockstep] [--skip-trl]
+                                            [--lockstep] [--openvino] [--skip-trl]
 
 Both trainers play the same episodes with the same generator (`trace_gym.agents.episodes`:
 TRL through `trace_gym.interop.TRLRollouts` as its rollout_func), G groups of K rollouts of
@@ -73,9 +73,10 @@ class ModelTime:
         torch.autograd.backward = self._backward
 
 
-def run_ours(args, base: Path, lockstep: bool = False) -> tuple[float, float]:
+def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -> tuple[float, float]:
     """This trainer's samples/s; `lockstep` plays the rollouts as before continuous batching
-    (every turn of the batch waits for its slowest episode)."""
+    (every turn of the batch waits for its slowest episode); `openvino`
+    plays them on OpenVINO GenAI (the adapter synced each iteration, p_old the trainer's)."""
     import torch
 
     from trace_gym.agents.episodes import LocalBackend
@@ -85,23 +86,33 @@ def run_ours(args, base: Path, lockstep: bool = False) -> tuple[float, float]:
 
     config = GRPOConfig(env_id=args.env, groups=args.groups, group_size=args.group_size, lr=1e-5,
                         max_new_tokens=args.max_new_tokens, min_informative=0.0, max_resample_rounds=0,
-                        threads=args.threads, device="cpu")
+                        threads=args.threads, device="cpu", backend="openvino" if openvino else "local",
+                        old_logp="trainer" if openvino else "sampler")
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model(base, config)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr)
-    backend = LocalBackend(model, tokenizer, config.env_id, config.env_kwargs, temperature=1.0, top_p=1.0,
-                           max_new_tokens=config.max_new_tokens, batch_episodes=config.groups * config.group_size)
-    backend.policy.lockstep = lockstep
-    label = "ours, lockstep" if lockstep else "ours"
+    if openvino:
+        from trace_gym.trainer.openvino import OpenVINOBackend
+
+        backend = OpenVINOBackend(base, config.env_id, config.env_kwargs, adapter_dir=Path(tempfile.mkdtemp()),
+                                  max_new_tokens=config.max_new_tokens, threads=args.threads,
+                                  in_flight=config.groups * config.group_size)
+    else:
+        backend = LocalBackend(model, tokenizer, config.env_id, config.env_kwargs, temperature=1.0, top_p=1.0,
+                               max_new_tokens=config.max_new_tokens,
+                               batch_episodes=config.groups * config.group_size)
+        backend.policy.lockstep = lockstep
+    label = "ours, lockstep" if lockstep else "ours, openvino" if openvino else "ours"
     def step(i: int) -> int:
         """One iteration on every group drawn, the constant ones included, as TRL trains them
         (their advantages are 0, but the forward and backward passes run)."""
         t0 = time.perf_counter()
+        backend.sync(model, i)
         rollouts = backend.play(grpo.requests_for(config, grpo.draw_seeds(config, i, 0, config.groups, set()), i))
         t1 = time.perf_counter()
         groups = grpo.group_by_seed(rollouts, config.group_size)
-        batch = grpo.samples_of(groups, grpo.advantages(groups))
+        batch = grpo.samples_of(groups, grpo.advantages(groups), old_logp=config.old_logp)
         grpo.update(model, optimizer, batch, config, params)
         informative = sum(not grpo.is_constant(g) for g in groups.values())
         print(f"  {label}: iteration {i}: {len(rollouts)} episodes, rollout {t1 - t0:.1f} s, update "
@@ -179,6 +190,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lockstep", action="store_true", help="also run this trainer with lockstep rollouts, first")
+    parser.add_argument("--openvino", action="store_true", help="also run this trainer with OpenVINO rollouts")
     parser.add_argument("--skip-trl", action="store_true")
     args = parser.parse_args()
     if args.model:
@@ -203,6 +215,11 @@ def main() -> None:
           f"(goal: at most 15%)  ({uptime()})", flush=True)
     if args.lockstep:
         print(f"continuous/lockstep samples/s: {ours / before:.2f}", flush=True)
+    if args.openvino:
+        fast, _ = run_ours(args, base, openvino=True)
+        print(f"this trainer, OpenVINO rollouts: {fast:.3f} samples/s  ({uptime()})", flush=True)
+        if args.lockstep:
+            print(f"openvino/lockstep samples/s: {fast / before:.2f}", flush=True)
     if args.skip_trl:
         return
     trl = run_trl(args, base)

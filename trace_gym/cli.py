@@ -165,7 +165,10 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
                    help="local model precision: auto = bf16 where the CPU has it natively (avx512_bf16, AMX), "
                         "else fp32")
-    g.add_argument("--threads", type=int, help="local model torch threads (default: every core this process may use)")
+    g.add_argument("--threads", type=int, help="local model threads (default: every core this process may use)")
+    g.add_argument("--engine", default="openvino", choices=["openvino", "torch"],
+                   help="what runs a local model: openvino (OpenVINO GenAI, the fastest on CPU) or torch (the "
+                        "continuous-batching torch engine); mixture and router policies run on torch")
     g.add_argument("--timeout", type=float, default=60.0, help="endpoint request timeout, seconds")
     g.add_argument("--retries", type=int, default=3, help="endpoint retries on transient errors")
 
@@ -197,7 +200,8 @@ def policy_factory(args: argparse.Namespace):
             return functools.partial(MixturePolicy, path, Path(composed) / "mixture", **sampling)
         router = json.loads((Path(composed) / "router.json").read_text())
         return functools.partial(RouterPolicy, path, router["adapters"], **sampling)
-    return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter, **sampling)
+    return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter,
+                             engine=getattr(args, "engine", "openvino"), **sampling)
 
 
 LOCAL_IN_FLIGHT = 64

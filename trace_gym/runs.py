@@ -23,7 +23,7 @@ _POLICY_KEYS = {
     "oracle": (),
     "random": ("seed", "reply_rate"),
     "endpoint": ("model", "temperature", "top_p", "max_tokens"),
-    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype"),
+    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype", "engine"),
 }
 
 
@@ -71,6 +71,10 @@ def describe_policy(name: str, **kwargs: Any) -> dict[str, Any]:
         return {"name": name, **{k: v for k, v in sorted(kwargs.items()) if _plain(v)}}
     defaults = {k: p.default for k, p in inspect.signature(_policy_class(name).__init__).parameters.items()
                 if p.default is not inspect.Parameter.empty}
+    if name == "local":  # the engine is `make_policy`'s argument, not the torch policy's
+        from trace_gym.agents.base import DEFAULT_ENGINE
+
+        defaults["engine"] = DEFAULT_ENGINE
     values = {**defaults, **{k: v for k, v in kwargs.items() if v is not None or k == "adapter"}}
     out: dict[str, Any] = {"name": name}
     for key in _POLICY_KEYS[name]:

@@ -23,10 +23,13 @@ One iteration, as the paper describes it:
 
 Where this departs from the paper, or fixes what it leaves open:
 
-- p_old is the rollout backend's log-probability of each sampled token. With one step per
-  batch (the paper's recipe) the ratio therefore differs from 1 only where the backend and
-  the trainer disagree (vLLM's kernels, bf16); `loss/logp_mismatch` and `loss/clip_fraction`
-  show how much. For hinted samples the sampler's log-probabilities are for another prompt,
+- p_old is the rollout backend's log-probability of each sampled token (`old_logp =
+  "sampler"`). With one step per batch (the paper's recipe) the ratio therefore differs from
+  1 only where the backend and the trainer disagree (vLLM's kernels, bf16);
+  `loss/logp_mismatch` and `loss/clip_fraction` show how much. With `old_logp = "trainer"`
+  (the OpenVINO backend's setting: it samples in bf16) p_old is the trainer's own, taken at
+  the batch's first step, so the update is exactly the trainer's, and `loss/logp_mismatch`
+  still reports the sampler's distance from it. For hinted samples the sampler's log-probabilities are for another prompt,
   so p_old there is the trainer's own on the hint-free prompt, taken at the batch's first
   step: the hint changes which completions are sampled, not the ratio.
 - Constant groups are resampled with fresh seeds (bounded) instead of only dropped, so that
@@ -161,7 +164,11 @@ class Batch:
     old_logp: torch.Tensor
     """(N,) the sampler's log-probability of every completion token, flat."""
     trainer_old: torch.Tensor
-    """(N,) bool: tokens whose p_old is the trainer's (hinted samples)."""
+    """(N,) bool: tokens whose p_old is the trainer's (hinted samples; every token with
+    `old_logp = "trainer"`)."""
+    sampled: torch.Tensor
+    """(N,) bool: tokens whose sampler log-probability is for the loss's prompt (not hinted):
+    the ones `loss/logp_mismatch` compares."""
     advantage: torch.Tensor
     """(N,) the token's episode's advantage."""
     weight: torch.Tensor
@@ -169,8 +176,8 @@ class Batch:
 
 
 def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], float],
-               normalization: str = "sample") -> Batch:
-    sequences, prompts, old, trainer_old, advantage, sample_of = [], [], [], [], [], []
+               normalization: str = "sample", old_logp: str = "sampler") -> Batch:
+    sequences, prompts, old, hinted, advantage, sample_of = [], [], [], [], [], []
     for seed in sorted(groups):
         for r in sorted(groups[seed], key=lambda r: r.request.sample):
             for turn in r.turns:
@@ -179,7 +186,7 @@ def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], floa
                 sequences.append(turn.loss_prompt_ids + turn.completion_ids)
                 prompts.append(len(turn.loss_prompt_ids))
                 old += turn.logprobs
-                trainer_old += [r.request.hint] * len(turn.completion_ids)
+                hinted += [r.request.hint] * len(turn.completion_ids)
                 advantage += [adv[(seed, r.request.sample)]] * len(turn.completion_ids)
                 sample_of += [len(sequences) - 1] * len(turn.completion_ids)
     counts = np.bincount(sample_of, minlength=len(sequences)) if sample_of else np.zeros(0)
@@ -187,7 +194,9 @@ def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], floa
         weight = [1.0 / (len(sequences) * counts[i]) for i in sample_of]
     else:
         weight = [1.0 / max(1, len(sample_of))] * len(sample_of)
-    return Batch(sequences, prompts, torch.tensor(old, dtype=torch.float32), torch.tensor(trainer_old, dtype=torch.bool),
+    hint = torch.tensor(hinted, dtype=torch.bool)
+    trainer_old = torch.ones_like(hint) if old_logp == "trainer" else hint
+    return Batch(sequences, prompts, torch.tensor(old, dtype=torch.float32), trainer_old, ~hint,
                  torch.tensor(advantage, dtype=torch.float32), torch.tensor(weight, dtype=torch.float32))
 
 
@@ -215,7 +224,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: G
     run = shared_prefix if config.shared_prefix else per_sample
     device = next(p for p in model.parameters()).device
     batch = Batch(batch.sequences, batch.prompt_lengths, batch.old_logp.to(device), batch.trainer_old.to(device),
-                  batch.advantage.to(device), batch.weight.to(device))
+                  batch.sampled.to(device), batch.advantage.to(device), batch.weight.to(device))
     ref = None
     if config.beta > 0:
         with model.disable_adapter():
@@ -246,7 +255,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: G
         optimizer.step()
         if step == 0:
             old = torch.where(batch.trainer_old, logp, old)
-            sampler = ~batch.trainer_old
+            sampler = batch.sampled
             n = len(logp)
             metrics = {
                 "loss/policy": sums["policy"], "loss/kl": sums["kl"],
@@ -288,7 +297,7 @@ def iteration(config: GRPOConfig, model: Any, optimizer: torch.optim.Optimizer, 
     metrics.update({f"checks/{name}": float(np.mean(v)) for name, v in sorted(checks.items())})
     if groups:
         adv = advantages(groups, config.advantage_std, config.std_eps, rewards)
-        batch = samples_of(groups, adv, config.loss_normalization)
+        batch = samples_of(groups, adv, config.loss_normalization, config.old_logp)
         metrics.update(update(model, optimizer, batch, config, params))
         metrics["tokens/prompt"] = float(sum(batch.prompt_lengths))
     t2 = clock()

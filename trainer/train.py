@@ -65,12 +65,21 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temperature: float | None = None) -> Any:
+def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temperature: float | None = None,
+                 base: Path | None = None) -> Any:
     if config.backend == "vllm":
         from trace_gym.trainer.vllm import VLLMBackend
 
         return VLLMBackend.from_env(config, tokenizer, out / "served_adapters", temperature,
                                     name="trace-adapter" if temperature is None else "trace-adapter-eval")
+    if config.backend == "openvino":
+        from trace_gym.trainer.openvino import OpenVINOBackend
+
+        return OpenVINOBackend(base, config.env_id, config.env_kwargs, adapter_dir=out / "served_adapters" / (
+            "rollouts" if temperature is None else "eval"),
+            temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
+            max_new_tokens=config.max_new_tokens, seed=config.seed, threads=config.threads,
+            in_flight=config.batch_episodes)
     from trace_gym.agents.episodes import LocalBackend
 
     return LocalBackend(model, tokenizer, config.env_id, config.env_kwargs,
@@ -160,8 +169,8 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         start = state["iteration"] + 1
         say(f"resuming {out} after iteration {start}")
     write_json_atomic(out / "config.json", config.to_json())
-    backend = make_backend(config, model, tokenizer, out)
-    evaluator = make_backend(config, model, tokenizer, out, temperature=0.0) if config.eval_every else None
+    backend = make_backend(config, model, tokenizer, out, base=base)
+    evaluator = make_backend(config, model, tokenizer, out, temperature=0.0, base=base) if config.eval_every else None
     metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

@@ -31,8 +31,8 @@ def _needs_openvino() -> None:
 
 @pytest.fixture(scope="module")
 def ir(tmp_path_factory):
-    """The fixture's fp32 IR, exported once for the module (into a temporary directory: the
-    default place is beside the model, inside the checkout)."""
+    """The fixture's fp32 IR, exported once for the module (into a temporary directory, so
+    that each run exports it afresh)."""
     _needs_openvino()
     from trace_gym.agents.openvino import export
 
@@ -302,3 +302,29 @@ def test_fingerprint_names_what_decides_the_outputs(ir, adapter):
     assert fingerprint["adapter_sha256"] == dir_sha256(adapter)
     assert {k: fingerprint[k] for k in ("temperature", "top_p", "max_new_tokens", "dtype", "adapter_alpha")} == \
         {"temperature": 0.7, "top_p": 0.9, "max_new_tokens": TOKENS, "dtype": "float32", "adapter_alpha": 2.0}
+
+
+def test_a_local_policy_runs_on_openvino_by_default(tmp_path, monkeypatch):
+    """`make_policy("local")` (what `--policy local` builds) is an OpenVINO policy unless
+    `engine="torch"`; the engine is part of a run's fingerprint; settings only the torch
+    engine has, and unknown engines, are refused by name."""
+    _needs_openvino()
+    import functools
+
+    from trace_gym.agents.base import make_policy
+    from trace_gym.agents.local import LocalModelPolicy
+    from trace_gym.agents.openvino import OpenVINOPolicy, default_ir_dir
+    from trace_gym.runs import policy_fingerprint
+
+    monkeypatch.setenv("TRACE_GYM_HOME", str(tmp_path))
+    policy = make_policy("local", model_path=FIXTURE, temperature=0.0, max_new_tokens=4, kv_reuse=False)
+    assert isinstance(policy, OpenVINOPolicy) and not policy.kv_reuse
+    assert policy.ir_dir == default_ir_dir(FIXTURE) and policy.ir_dir.is_relative_to(tmp_path)  # not in the checkout
+    assert isinstance(make_policy("local", engine="torch", model_path=FIXTURE, threads=1), LocalModelPolicy)
+    with pytest.raises(InvalidConfig, match="lockstep exists only on engine='torch'"):
+        make_policy("local", model_path=FIXTURE, lockstep=True)
+    with pytest.raises(InvalidConfig, match="engine='onnx' is invalid; allowed: openvino, torch"):
+        make_policy("local", engine="onnx", model_path=FIXTURE)
+    default = policy_fingerprint(functools.partial(make_policy, "local", model_path=str(FIXTURE)))
+    torch_engine = policy_fingerprint(functools.partial(make_policy, "local", model_path=str(FIXTURE), engine="torch"))
+    assert default["engine"] == "openvino" and torch_engine["engine"] == "torch"

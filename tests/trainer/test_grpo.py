@@ -347,3 +347,27 @@ def test_fused_moe_experts_get_lora_through_target_parameters(tmp_path):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any("experts" in n for n in trainable) and any("q_proj" in n for n in trainable)
     assert all("lora_" in n for n in trainable)
+
+
+def test_trainer_old_logp_ignores_the_samplers_log_probabilities():
+    """With old_logp = "trainer" the first step's ratio is 1 whatever the sampler reported
+    (nothing clipped, the same loss as with exact p_old), and the mismatch is still reported;
+    with "sampler", log-probabilities far from the trainer's are clipped."""
+    from trace_gym.trainer.train import load_model
+
+    def step(old_logp: str, reported: float) -> dict[str, float]:
+        model, _ = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
+        rollouts = [_rollout(1, 0, 0.0), _rollout(1, 1, 1.0)]
+        for r in rollouts:
+            r.turns = [Turn([1, 5, 9, 33], [1, 5, 9, 33], [40 + r.request.sample, 2], [reported, reported])]
+        config = GRPOConfig(group_size=2, lr=1e-2, old_logp=old_logp)
+        params = [p for p in model.parameters() if p.requires_grad]
+        groups = grpo.group_by_seed(rollouts, 2)
+        batch = grpo.samples_of(groups, grpo.advantages(groups), old_logp=old_logp)
+        assert bool(batch.trainer_old.all()) == (old_logp == "trainer") and bool(batch.sampled.all())
+        return grpo.update(model, torch.optim.AdamW(params, lr=config.lr), batch, config, params)
+
+    exact = step("trainer", -50.0)
+    assert exact["loss/clip_fraction"] == 0.0 and exact["loss/logp_mismatch"] > 30
+    assert step("trainer", -1.0)["loss/policy"] == pytest.approx(exact["loss/policy"])
+    assert step("sampler", -50.0)["loss/clip_fraction"] > 0.0

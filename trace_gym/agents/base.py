@@ -91,10 +91,28 @@ def _endpoint(**kwargs: Any) -> Policy:
     return EndpointPolicy(**kwargs)
 
 
-def _local(**kwargs: Any) -> Policy:
-    from trace_gym.agents.local import LocalModelPolicy
+ENGINES = ("openvino", "torch")
+"""The engines a local model runs on: OpenVINO GenAI (`trace_gym.agents.openvino`, the
+default: 2-3x the torch engine's episodes a minute on the embedded agent, benchmarks/engine.py)
+and the torch engine (`trace_gym.agents.local`: any transformers model, peft adapters
+unfused, the trainer's in-process rollouts)."""
+DEFAULT_ENGINE = "openvino"
+_TORCH_ONLY = ("lockstep",)
 
-    return LocalModelPolicy(**kwargs)
+
+def _local(engine: str = DEFAULT_ENGINE, **kwargs: Any) -> Policy:
+    if engine not in ENGINES:
+        raise InvalidConfig(f"local policy: engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
+    if engine == "torch":
+        from trace_gym.agents.local import LocalModelPolicy
+
+        return LocalModelPolicy(**kwargs)
+    torch_only = [k for k in _TORCH_ONLY if kwargs.get(k)]
+    if torch_only:
+        raise InvalidConfig(f"local policy: {', '.join(torch_only)} exists only on engine='torch'")
+    from trace_gym.agents.openvino import OpenVINOPolicy
+
+    return OpenVINOPolicy(**{k: v for k, v in kwargs.items() if k not in _TORCH_ONLY})
 
 
 POLICIES = {"oracle": OraclePolicy, "random": RandomPolicy, "endpoint": _endpoint, "local": _local}

@@ -7,10 +7,11 @@
 produces and GenAI expects (inputs `input_ids`, `attention_mask`, `position_ids`, `beam_idx`;
 output `logits`), plus the tokenizer IRs from `openvino_tokenizers`. optimum-intel is not
 used: every release that runs with this project's transformers (>= 5.17) pins transformers
-< 5.6, and its import fails on 5.24. The IR is cached beside the model, in
-`<model_dir>.openvino-<format>/` (a sibling, so that the model directory's own sha256, the
-identity every run records, does not change), written to a temporary directory and renamed
-into place, and skipped while its recorded source sha256 still matches.
+< 5.6, and its import fails on 5.24. The IR is cached in trace-gym's cache,
+`<cache>/openvino/<model name>-<sha256 prefix>.<format>/` (outside the model directory, whose
+sha256 every run records, and outside its parent, which need not be writable), written to a
+temporary directory and renamed into place, and skipped while its recorded source sha256
+still matches.
 
 **Sampling.** Each submitted turn is one pipeline request: the chat template's token ids,
 stop token `<|im_end|>`, greedy at temperature 0, else top-p sampling from a generator seeded
@@ -85,9 +86,13 @@ def _model_dir(model_dir: str | os.PathLike) -> Path:
 
 
 def default_ir_dir(model_dir: str | os.PathLike, weight_format: str = "fp16") -> Path:
-    """Where `export` caches a model's IR when no `out_dir` is given: beside the model."""
+    """Where `export` caches a model's IR when no `out_dir` is given: in trace-gym's cache
+    (`$TRACE_GYM_HOME`, else `~/.cache/trace-gym`), keyed by the model's sha256."""
+    from trace_gym.baseagent.weights import cache_home
+    from trace_gym.runs import dir_sha256
+
     path = Path(model_dir).resolve()
-    return path.parent / f"{path.name}.openvino-{weight_format}"
+    return cache_home() / "openvino" / f"{path.name}-{dir_sha256(path)[:16]}.{weight_format}"
 
 
 def _marker(path: Path) -> dict[str, Any] | None:
@@ -115,7 +120,7 @@ def export(model_dir: str | os.PathLike, out_dir: str | os.PathLike | None = Non
     if dest.resolve().is_relative_to(source.resolve()):
         # the model's sha256 (what says the export is current, and every run's record of the
         # model) would then cover the export itself
-        raise InvalidConfig(f"out_dir={str(dest)!r} is inside the model directory; put the IR beside it")
+        raise InvalidConfig(f"out_dir={str(dest)!r} is inside the model directory; put the IR elsewhere")
     want = {"exporter": EXPORTER_VERSION, "source_sha256": dir_sha256(source), "weight_format": weight_format}
     have = _marker(dest)
     if have is not None and all(have.get(k) == v for k, v in want.items()):
@@ -348,13 +353,16 @@ class OpenVINOPolicy:
     up to 0.004 nats on the fixture) and leaves the plugin's default (u8) otherwise. `threads`
     defaults to every core this process may run on; `cache_gb` fixes the KV cache size (None:
     grown as needed); `max_num_batched_tokens` caps the tokens one step computes (GenAI's
-    default 256); `ir_dir` is where the IR is cached (default: beside the model)."""
+    default 256); `ir_dir` is where the IR is cached (default: `default_ir_dir`); `kv_reuse`
+    False turns GenAI's prefix caching off (every prompt prefilled whole); `announce` prints
+    the precision and threads at start."""
 
     def __init__(self, model_path: str | os.PathLike, adapter: str | os.PathLike | None = None, *,
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 192, seed: int = 0,
                  dtype: str = "auto", weight_format: str = "fp16", threads: int | None = None,
                  kv_cache_precision: str | None = None, cache_gb: int | None = None,
-                 max_num_batched_tokens: int | None = None, ir_dir: str | os.PathLike | None = None) -> None:
+                 max_num_batched_tokens: int | None = None, ir_dir: str | os.PathLike | None = None,
+                 kv_reuse: bool = True, announce: bool = False) -> None:
         from trace_gym.agents.base import check_sampling
 
         check_sampling("openvino policy", temperature, top_p, max_new_tokens)
@@ -370,6 +378,11 @@ class OpenVINOPolicy:
         self.seed, self.weight_format = seed, weight_format
         self.kv_cache_precision = kv_cache_precision or ("f32" if self.dtype == "float32" else None)
         self.cache_gb, self.max_num_batched_tokens = cache_gb, max_num_batched_tokens
+        self.kv_reuse = bool(kv_reuse)
+        if announce:
+            import sys
+
+            print(f"local model {self.model_path.name} on OpenVINO: {self.placement.describe()}", file=sys.stderr)
         self.ir_dir = export(self.model_path, ir_dir, weight_format)
         # logits / T inside the graph, so that the reported log-probabilities are the sampler's
         self.run_dir = self.ir_dir if self.temperature in (0.0, 1.0) else tempered(self.ir_dir, self.temperature)
@@ -413,7 +426,7 @@ class OpenVINOPolicy:
         self.pipeline = None  # free the old pipeline's memory before compiling the new one
         started = time.perf_counter()
         scheduler = g.SchedulerConfig()
-        scheduler.enable_prefix_caching = True
+        scheduler.enable_prefix_caching = self.kv_reuse
         if self.cache_gb is not None:
             scheduler.cache_size = self.cache_gb
         if self.max_num_batched_tokens is not None:
