@@ -169,6 +169,8 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
     g.add_argument("--engine", default="openvino", choices=["openvino", "torch"],
                    help="what runs a local model: openvino (OpenVINO GenAI, the fastest on CPU) or torch (the "
                         "continuous-batching torch engine); mixture and router policies run on torch")
+    g.add_argument("--constrain-calls", action="store_true",
+                   help="constrain a local model's tool calls to the offered tools' schemas (engine openvino)")
     g.add_argument("--timeout", type=float, default=60.0, help="endpoint request timeout, seconds")
     g.add_argument("--retries", type=int, default=3, help="endpoint retries on transient errors")
 
@@ -201,7 +203,8 @@ def policy_factory(args: argparse.Namespace):
         router = json.loads((Path(composed) / "router.json").read_text())
         return functools.partial(RouterPolicy, path, router["adapters"], **sampling)
     return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter,
-                             engine=getattr(args, "engine", "openvino"), **sampling)
+                             engine=getattr(args, "engine", "openvino"),
+                             constrain_calls=getattr(args, "constrain_calls", False), **sampling)
 
 
 LOCAL_IN_FLIGHT = 64

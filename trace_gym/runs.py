@@ -23,7 +23,8 @@ _POLICY_KEYS = {
     "oracle": (),
     "random": ("seed", "reply_rate"),
     "endpoint": ("model", "temperature", "top_p", "max_tokens"),
-    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype", "engine"),
+    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype", "engine",
+              "constrain_calls"),
 }
 
 
@@ -74,7 +75,7 @@ def describe_policy(name: str, **kwargs: Any) -> dict[str, Any]:
     if name == "local":  # the engine is `make_policy`'s argument, not the torch policy's
         from trace_gym.agents.base import DEFAULT_ENGINE
 
-        defaults["engine"] = DEFAULT_ENGINE
+        defaults["engine"], defaults["constrain_calls"] = DEFAULT_ENGINE, False
     values = {**defaults, **{k: v for k, v in kwargs.items() if v is not None or k == "adapter"}}
     out: dict[str, Any] = {"name": name}
     for key in _POLICY_KEYS[name]:

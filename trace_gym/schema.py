@@ -154,6 +154,42 @@ def describe_validation_error(exc: fastjsonschema.JsonSchemaValueException) -> s
     return message.replace("data.", "argument ", 1).replace("data ", "arguments ", 1)
 
 
+def tool_call_schema(tools: list[dict[str, Any]]) -> Schema:
+    """One JSON schema for the body of a tool call, `{"name": ..., "arguments": {...}}`, of
+    any of `tools` (OpenAI function format): `anyOf` one object per tool, its name a
+    constant, its arguments the tool's parameters with no unknown argument (as
+    `compile_arguments_validator` checks them), every local `$ref` inlined (a grammar
+    compiler resolves refs against the root, where each tool's own `$defs` are not; a ref
+    that refers back into itself becomes "any value", which the env's validator still
+    checks). Constrained decoding writes only calls that this schema accepts."""
+    options = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        parameters = fn.get("parameters") or {"type": "object", "properties": {}}
+        check_local_refs(parameters)
+        arguments = _inline_refs(parameters, parameters, ())
+        arguments = {**arguments, "additionalProperties": False}
+        options.append({"type": "object", "properties": {"name": {"const": fn["name"]}, "arguments": arguments},
+                        "required": ["name", "arguments"], "additionalProperties": False})
+    return {"anyOf": options}
+
+
+def _inline_refs(node: Any, root: Schema, seen: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline_refs(v, root, seen) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        ref = node["$ref"]
+        if ref in seen:
+            return {}
+        target: Any = root
+        for part in ref.removeprefix("#").strip("/").split("/") if ref != "#" else []:
+            target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, dict) else {}
+        return _inline_refs(target, root, (*seen, ref))
+    return {k: _inline_refs(v, root, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+
 # -- sampling ------------------------------------------------------------------------------
 
 _WORDS = ("alpha", "bravo", "delta", "echo", "HAT001", "2024-05-20", "SFO", "JFK", "#W1234567")

@@ -328,3 +328,45 @@ def test_a_local_policy_runs_on_openvino_by_default(tmp_path, monkeypatch):
     default = policy_fingerprint(functools.partial(make_policy, "local", model_path=str(FIXTURE)))
     torch_engine = policy_fingerprint(functools.partial(make_policy, "local", model_path=str(FIXTURE), engine="torch"))
     assert default["engine"] == "openvino" and torch_engine["engine"] == "torch"
+
+
+def test_constrained_tool_calls_are_valid_calls_of_the_offered_tools(ir):
+    """With `constrain_calls`, every tool call the fixture finishes names an offered tool and
+    has arguments valid against its schema; without it, the same episodes write calls that are
+    not (so the check can fail). A call cut by `max_new_tokens` is unfinished either way."""
+    import fastjsonschema
+
+    from trace_gym.actions import parse_text
+    from trace_gym.schema import compile_arguments_validator
+
+    def finished_calls(constrain: bool) -> tuple[int, int]:
+        policy = _policy(ir, temperature=1.0, max_new_tokens=64, constrain_calls=constrain)
+        valid = invalid = 0
+        for p in _played([Episode(seed) for seed in range(8)], policy, in_flight=8):
+            schemas = {t["function"]["name"]: t["function"]["parameters"] for t in _tools(p)}
+            for turn in p.turns:
+                text = policy.tokenizer.decode(turn.completion_ids, skip_special_tokens=False)
+                if "<tool_call>" not in text or turn.completion_ids[-1] != policy.stop_id:
+                    continue
+                for call in parse_text(text.removesuffix("<|im_end|>")).calls:
+                    try:
+                        compile_arguments_validator(schemas[call.name])(call.arguments)
+                    except (KeyError, fastjsonschema.JsonSchemaValueException):  # no such tool, bad arguments
+                        invalid += 1
+                    else:
+                        valid += call.valid
+                        invalid += not call.valid
+        return valid, invalid
+
+    valid, invalid = finished_calls(True)
+    assert valid > 0 and invalid == 0
+    assert finished_calls(False)[1] > 0
+
+
+def _tools(played):
+    from trace_gym.agents.episodes import make_env
+
+    env = make_env(RETAIL["env_id"], **RETAIL["env_kwargs"])
+    _, info = env.reset(seed=played.seed)
+    env.close()
+    return info["tools"]

@@ -98,15 +98,19 @@ and the torch engine (`trace_gym.agents.local`: any transformers model, peft ada
 unfused, the trainer's in-process rollouts)."""
 DEFAULT_ENGINE = "openvino"
 _TORCH_ONLY = ("lockstep",)
+_OPENVINO_ONLY = ("constrain_calls",)
 
 
 def _local(engine: str = DEFAULT_ENGINE, **kwargs: Any) -> Policy:
     if engine not in ENGINES:
         raise InvalidConfig(f"local policy: engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
     if engine == "torch":
+        openvino_only = [k for k in _OPENVINO_ONLY if kwargs.get(k)]
+        if openvino_only:
+            raise InvalidConfig(f"local policy: {', '.join(openvino_only)} exists only on engine='openvino'")
         from trace_gym.agents.local import LocalModelPolicy
 
-        return LocalModelPolicy(**kwargs)
+        return LocalModelPolicy(**{k: v for k, v in kwargs.items() if k not in _OPENVINO_ONLY})
     torch_only = [k for k in _TORCH_ONLY if kwargs.get(k)]
     if torch_only:
         raise InvalidConfig(f"local policy: {', '.join(torch_only)} exists only on engine='torch'")

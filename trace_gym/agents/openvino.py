@@ -354,15 +354,18 @@ class OpenVINOPolicy:
     defaults to every core this process may run on; `cache_gb` fixes the KV cache size (None:
     grown as needed); `max_num_batched_tokens` caps the tokens one step computes (GenAI's
     default 256); `ir_dir` is where the IR is cached (default: `default_ir_dir`); `kv_reuse`
-    False turns GenAI's prefix caching off (every prompt prefilled whole); `announce` prints
-    the precision and threads at start."""
+    False turns GenAI's prefix caching off (every prompt prefilled whole); `constrain_calls`
+    constrains what follows `<tool_call>` to a call of one of the offered tools, valid
+    against its schema, then `</tool_call>` (GenAI's structural tags over
+    `trace_gym.schema.tool_call_schema`; replies stay free text); `announce` prints the
+    precision and threads at start."""
 
     def __init__(self, model_path: str | os.PathLike, adapter: str | os.PathLike | None = None, *,
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 192, seed: int = 0,
                  dtype: str = "auto", weight_format: str = "fp16", threads: int | None = None,
                  kv_cache_precision: str | None = None, cache_gb: int | None = None,
                  max_num_batched_tokens: int | None = None, ir_dir: str | os.PathLike | None = None,
-                 kv_reuse: bool = True, announce: bool = False) -> None:
+                 kv_reuse: bool = True, constrain_calls: bool = False, announce: bool = False) -> None:
         from trace_gym.agents.base import check_sampling
 
         check_sampling("openvino policy", temperature, top_p, max_new_tokens)
@@ -379,6 +382,8 @@ class OpenVINOPolicy:
         self.kv_cache_precision = kv_cache_precision or ("f32" if self.dtype == "float32" else None)
         self.cache_gb, self.max_num_batched_tokens = cache_gb, max_num_batched_tokens
         self.kv_reuse = bool(kv_reuse)
+        self.constrain_calls = bool(constrain_calls)
+        self._grammars: dict[str, Any] = {}
         if announce:
             import sys
 
@@ -452,7 +457,22 @@ class OpenVINOPolicy:
 
     # -- BatchedPolicy ----------------------------------------------------------------------
 
-    def _config(self, seed: int) -> Any:
+    def _structured(self, tools: list[dict[str, Any]]) -> Any:
+        """The structural tags that constrain a tool call to `tools` (built once per tool list)."""
+        from trace_gym.schema import tool_call_schema
+
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._grammars:
+            s = self.genai.StructuredOutputConfig
+            config = s()
+            config.structural_tags_config = s.TriggeredTags(
+                triggers=["<tool_call>"], tags=[s.Tag(begin="<tool_call>", end="</tool_call>",
+                                                      content=s.JSONSchema(json.dumps(tool_call_schema(tools))))],
+                at_least_one=False, stop_after_first=False)
+            self._grammars[key] = config
+        return self._grammars[key]
+
+    def _config(self, seed: int, tools: list[dict[str, Any]] | None = None) -> Any:
         config = self.genai.GenerationConfig()
         config.max_new_tokens = self.max_new_tokens
         config.apply_chat_template = False
@@ -464,6 +484,8 @@ class OpenVINOPolicy:
             config.temperature = 1.0  # T is applied inside the graph (see `tempered`)
             config.top_p = self.top_p
             config.rng_seed = seed
+        if self.constrain_calls and tools:
+            config.structured_output_config = self._structured(tools)
         return config
 
     def submit(self, live: Live) -> None:
@@ -483,7 +505,7 @@ class OpenVINOPolicy:
         self._ids += 1
         seed = _stream_seed(self.seed, live.episode.stream(), live.turn)
         handle = self.pipeline.add_request(self._ids, ov.Tensor(np.asarray([prompt], dtype=np.int64)),
-                                           self._config(seed))
+                                           self._config(seed, live.tools))
         self._pending[self._ids] = (live, handle, prompt, loss_prompt)
 
     def collect(self) -> list[tuple[Live, Reply]]:
@@ -528,4 +550,4 @@ class OpenVINOPolicy:
                 "adapter_alpha": self.adapter_alpha, "temperature": self.temperature, "top_p": self.top_p,
                 "max_new_tokens": self.max_new_tokens, "seed": self.seed, "dtype": self.dtype,
                 "weight_format": self.weight_format, "kv_cache_precision": self.kv_cache_precision,
-                "openvino_genai": self.genai.__version__}
+                "constrain_calls": self.constrain_calls, "openvino_genai": self.genai.__version__}
