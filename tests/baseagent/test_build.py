@@ -46,6 +46,20 @@ def test_the_build_is_deterministic_and_cached(tmp_path):
     LocalModelPolicy(a, temperature=0.0, max_new_tokens=4)
 
 
+def test_the_build_says_its_precision_and_reports_progress_off_a_terminal(tmp_path):
+    """Logged (not a terminal): the precision and threads first, then progress lines with the
+    step, the loss, the time elapsed and left (the last step always has one)."""
+    from trace_gym.baseagent.build import use_bf16
+
+    config = BaseAgentConfig(**{**SMALL, "episodes": 2, "bf16": False})
+    lines: list[str] = []
+    build(config, tmp_path / "out", log=lines.append)
+    assert not use_bf16(config)
+    assert lines[0].startswith("base agent: SFT in fp32 on 1 thread(s) (CPU flags: ")
+    progress = [line for line in lines if line.startswith("SFT: step ")]
+    assert progress and progress[-1].startswith("SFT: step 2/2, loss ") and "s elapsed, about 0 s left" in progress[-1]
+
+
 @pytest.mark.slow
 def test_lora_is_merged_into_the_saved_weights(tmp_path):
     from transformers import AutoModelForCausalLM

@@ -203,19 +203,10 @@ def frozen_layers(model, config: BaseAgentConfig) -> int:
     return int(len(decoder_layers(model)) * config.freeze_share + 1e-9)
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (avx512_bf16 or AMX), where bf16 autocast is
-    a gain (elsewhere it is emulated and slower)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return False
-    return any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16"))
-
-
 def use_bf16(config: BaseAgentConfig) -> bool:
-    return cpu_has_bf16() if config.bf16 == "auto" else bool(config.bf16)
+    from trace_gym.agents.hardware import native_bf16
+
+    return native_bf16() if config.bf16 == "auto" else bool(config.bf16)
 
 
 def steps_of(data: list[tuple[list[int], list[float]]], groups: list[int], config: BaseAgentConfig) -> list[list[int]]:
@@ -278,11 +269,15 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
     warmup = max(1, len(steps) // 10)
     model.train()
     losses, tokens, started = [], 0, time.perf_counter()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     with Progress(TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
-                  TimeRemainingColumn(), transient=True, disable=log is None) as bar:
+                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), transient=True,
+                  disable=log is None) as bar:
         task = bar.add_task("sft", total=len(steps), loss="")
+        # off a terminal the bar does not draw: a line a minute instead
+        minute = None if log is None or bar.console.is_terminal else started
         for step, batch in enumerate(steps):
             scale = (step + 1) / warmup if step < warmup else \
                 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, len(steps) - warmup)))
@@ -295,6 +290,12 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             bar.update(task, advance=1, loss=f"loss {sum(losses[-5:]) / len(losses[-5:]):.3f}")
+            now = time.perf_counter()
+            if minute is not None and (now - minute >= 60 or step + 1 == len(steps)):
+                minute = now
+                left = (now - started) / (step + 1) * (len(steps) - step - 1)
+                log(f"SFT: step {step + 1}/{len(steps)}, loss {sum(losses[-5:]) / len(losses[-5:]):.3f}, "
+                    f"{now - started:.0f} s elapsed, about {left:.0f} s left")
     model.eval()
     seconds = time.perf_counter() - started
     if log:
@@ -326,6 +327,11 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(config.seed)  # LoRA's initialisation draws from the global generator
+    from trace_gym.agents.hardware import cpu_flags
+
+    seen = " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))) or "none seen"
+    say(f"base agent: SFT in {'bf16 autocast (weights fp32)' if use_bf16(config) else 'fp32'} on {config.threads} "
+        f"thread(s) (CPU flags: {seen})")
     start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
     model, tokenizer = load_start(start, config)
     demos = demonstrations(config)
