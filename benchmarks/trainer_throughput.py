@@ -86,8 +86,7 @@ def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -
 
     config = GRPOConfig(env_id=args.env, groups=args.groups, group_size=args.group_size, lr=1e-5,
                         max_new_tokens=args.max_new_tokens, min_informative=0.0, max_resample_rounds=0,
-                        threads=args.threads, device="cpu", backend="openvino" if openvino else "local",
-                        old_logp="trainer" if openvino else "sampler")
+                        threads=args.threads, device="cpu", backend="openvino" if openvino else "local")
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model(base, config)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -112,7 +111,7 @@ def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -
         rollouts = backend.play(grpo.requests_for(config, grpo.draw_seeds(config, i, 0, config.groups, set()), i))
         t1 = time.perf_counter()
         groups = grpo.group_by_seed(rollouts, config.group_size)
-        batch = grpo.samples_of(groups, grpo.advantages(groups), old_logp=config.old_logp)
+        batch = grpo.samples_of(groups, grpo.advantages(groups), old_logp=config.p_old())
         grpo.update(model, optimizer, batch, config, params)
         informative = sum(not grpo.is_constant(g) for g in groups.values())
         print(f"  {label}: iteration {i}: {len(rollouts)} episodes, rollout {t1 - t0:.1f} s, update "

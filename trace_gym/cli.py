@@ -666,8 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=NON_NEGATIVE)
     p.add_argument("--threads", type=COUNT)
     p.add_argument("--eval-every", type=NON_NEGATIVE, help="iterations between validation evaluations (0: none)")
-    p.add_argument("--backend", choices=["local", "vllm"],
-                   help="rollouts from this process (local) or from vLLM servers in $VLLM_BASE_URLS")
+    p.add_argument("--backend", choices=["local", "openvino", "vllm"],
+                   help="rollouts on the torch engine in this process (local), on OpenVINO in this process (openvino), "
+                        "or from vLLM servers in $VLLM_BASE_URLS (vllm)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--allow-unaudited", action="store_true",
                    help="train on a generated env that has no passing audit record")

@@ -19,7 +19,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 ADVANTAGE_STD = ("group", "batch")
 LOSS_NORMALIZATION = ("sample", "token")
 BACKENDS = ("local", "vllm", "openvino")
-OLD_LOGP = ("sampler", "trainer")
+OLD_LOGP = ("auto", "sampler", "trainer")
 
 
 @dataclass(frozen=True)
@@ -100,13 +100,15 @@ class GRPOConfig:
     """Where the trained model lives: 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda when available)."""
     backend: str = "local"
     """'local' (the torch engine, on the trained model itself), 'openvino' (OpenVINO GenAI in
-    this process, the adapter fused into it each iteration: 2-3x faster on CPU, needs
-    old_logp = 'trainer') or 'vllm' (OpenAI-compatible servers in VLLM_BASE_URLS that
+    this process, the adapter fused into it each iteration: the fastest on CPU; p_old is
+    then the trainer's) or 'vllm' (OpenAI-compatible servers in VLLM_BASE_URLS that
     hot-swap the adapter)."""
-    old_logp: str = "sampler"
+    old_logp: str = "auto"
     """Where p_old comes from: 'sampler' (the rollout backend's log-probabilities, the
-    paper's practice with vLLM) or 'trainer' (the trainer's own, recomputed at the batch's
-    first step: exact when the backend computes in another precision)."""
+    paper's practice with vLLM), 'trainer' (the trainer's own, taken at the batch's first
+    step: exact when the backend computes in another precision), or 'auto': 'trainer' with
+    the openvino backend (bf16 sampling), 'sampler' otherwise. 'sampler' with openvino is
+    refused."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
@@ -140,8 +142,8 @@ class GRPOConfig:
         bad = [t for t in self.lora_targets if not isinstance(t, str) or not t]
         require(self, "lora_targets", (self.lora_targets or self.lora_target_parameters) and not bad,
                 "must be a list of module names (empty only with lora_target_parameters)")
-        require(self, "old_logp", self.backend != "openvino" or self.old_logp == "trainer",
-                "must be 'trainer' with backend 'openvino' (it samples in bf16: its log-probabilities are not the "
+        require(self, "old_logp", self.backend != "openvino" or self.old_logp != "sampler",
+                "cannot be 'sampler' with backend 'openvino' (it samples in bf16: its log-probabilities are not the "
                 "trainer's)")
         require(self, "env_id", isinstance(self.env_id, str) and self.env_id, "must be an env id")
         require(self, "device", isinstance(self.device, str) and (self.device in ("auto", "cpu")
@@ -154,6 +156,12 @@ class GRPOConfig:
         if self.device == "auto":
             return "cuda" if torch.cuda.is_available() else "cpu"
         return self.device
+
+    def p_old(self) -> str:
+        """'sampler' or 'trainer': `old_logp` with 'auto' resolved for the backend."""
+        if self.old_logp != "auto":
+            return self.old_logp
+        return "trainer" if self.backend == "openvino" else "sampler"
 
     @property
     def eps_high(self) -> float:

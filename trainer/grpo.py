@@ -27,7 +27,7 @@ Where this departs from the paper, or fixes what it leaves open:
   "sampler"`). With one step per batch (the paper's recipe) the ratio therefore differs from
   1 only where the backend and the trainer disagree (vLLM's kernels, bf16);
   `loss/logp_mismatch` and `loss/clip_fraction` show how much. With `old_logp = "trainer"`
-  (the OpenVINO backend's setting: it samples in bf16) p_old is the trainer's own, taken at
+  (what "auto" means for the OpenVINO backend: it samples in bf16) p_old is the trainer's own, taken at
   the batch's first step, so the update is exactly the trainer's, and `loss/logp_mismatch`
   still reports the sampler's distance from it. For hinted samples the sampler's log-probabilities are for another prompt,
   so p_old there is the trainer's own on the hint-free prompt, taken at the batch's first
@@ -297,7 +297,7 @@ def iteration(config: GRPOConfig, model: Any, optimizer: torch.optim.Optimizer, 
     metrics.update({f"checks/{name}": float(np.mean(v)) for name, v in sorted(checks.items())})
     if groups:
         adv = advantages(groups, config.advantage_std, config.std_eps, rewards)
-        batch = samples_of(groups, adv, config.loss_normalization, config.old_logp)
+        batch = samples_of(groups, adv, config.loss_normalization, config.p_old())
         metrics.update(update(model, optimizer, batch, config, params))
         metrics["tokens/prompt"] = float(sum(batch.prompt_lengths))
     t2 = clock()

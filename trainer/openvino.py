@@ -8,7 +8,7 @@ turn), so a resumed run plays what the uninterrupted one played.
 
 OpenVINO computes in bf16 where the CPU has it natively, the trainer in fp32: its
 log-probabilities are not the trainer's. GRPO therefore takes p_old from the trainer
-(`old_logp = "trainer"`, set by this backend's config check) and reports the sampler's
+(`old_logp = "auto"` means "trainer" with this backend; "sampler" is refused) and reports the sampler's
 distance from it as `loss/logp_mismatch`, as for vLLM.
 """
 

@@ -29,11 +29,13 @@ def base(tmp_path, monkeypatch):
 
 
 def test_the_openvino_backend_needs_the_trainers_log_probabilities():
-    with pytest.raises(InvalidConfig, match="old_logp.*'trainer' with backend 'openvino'"):
-        GRPOConfig(backend="openvino")
-    with pytest.raises(InvalidConfig, match="old_logp.*allowed: sampler, trainer"):
+    with pytest.raises(InvalidConfig, match="old_logp.*cannot be 'sampler' with backend 'openvino'"):
+        GRPOConfig(backend="openvino", old_logp="sampler")
+    with pytest.raises(InvalidConfig, match="old_logp.*allowed: auto, sampler, trainer"):
         GRPOConfig(old_logp="rollout")
-    GRPOConfig(backend="openvino", old_logp="trainer")
+    assert GRPOConfig(backend="openvino").p_old() == "trainer"
+    assert GRPOConfig(backend="openvino", old_logp="trainer").p_old() == "trainer"
+    assert GRPOConfig().p_old() == "sampler" and GRPOConfig(old_logp="trainer").p_old() == "trainer"
 
 
 def test_rollouts_follow_the_synced_adapter(base, tmp_path):
@@ -78,7 +80,7 @@ def test_rollouts_follow_the_synced_adapter(base, tmp_path):
 def test_a_resumed_openvino_run_equals_the_uninterrupted_one(base, tmp_path):
     from trace_gym.trainer.train import train
 
-    config = _config(backend="openvino", old_logp="trainer")
+    config = _config(backend="openvino")
     train(config, base, tmp_path / "whole", log=None)
     whole = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
 
