@@ -133,7 +133,8 @@ def main() -> None:
     parser.add_argument("--modes", default="today,new")
     parser.add_argument("--in-flight", type=int, help="override the mode's episodes in flight")
     parser.add_argument("--save", help="directory that keeps each mode's figures as it ends (<mode>.json); a rerun "
-                        "with the same settings reads them instead of playing that mode again")
+                        "with the same settings on a CPU with the same flags reads them instead of playing "
+                        "that mode again")
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.model is None:
@@ -160,7 +161,8 @@ def main() -> None:
             command += ["--in-flight", str(args.in_flight)]
         settings = {"mode": mode, "model": args.model, "config": args.config, "targets": args.targets,
                     "capability": args.capability, "max_new_tokens": args.max_new_tokens,
-                    "capability_max_new_tokens": args.capability_max_new_tokens, "in_flight": args.in_flight}
+                    "capability_max_new_tokens": args.capability_max_new_tokens, "in_flight": args.in_flight,
+                    "cpu_flags": sorted(cpu_flags())}  # figures of this machine's CPU only
         saved = Path(args.save) / f"{mode}.json" if args.save else None
         kept = json.loads(saved.read_text()) if saved is not None and saved.is_file() else None
         if kept is not None and kept.get("settings") == settings:
