@@ -208,8 +208,9 @@ def policy_factory(args: argparse.Namespace):
 
 
 LOCAL_IN_FLIGHT = 64
-"""Episodes a local model plays at once by default: its continuous batch (64 fit in 8 GiB in
-bf16; benchmarks/engine.py)."""
+"""Episodes a local model plays at once by default: its continuous batch. Memory grows with
+the episodes' lengths: OpenVINO's key/value cache grows as needed unless `cache_gb` bounds it
+(benchmarks/engine.py prints the peak)."""
 
 
 def in_flight(args: argparse.Namespace) -> int:
