@@ -555,12 +555,12 @@ def main() -> None:
         parser.error("--constrain-calls exists only on --engine openvino")
     started = time.perf_counter()
 
-    from trace_gym.agents.hardware import cpu_flags, placement
+    from trace_gym.agents.hardware import placement, vector_flags
     from trace_gym.pipeline.config import load
     from trace_gym.trainer.config import GRPOConfig
 
     s = Setup(args, load(args.config), GRPOConfig.from_toml(args.config))
-    print(f"CPU flags seen: {' '.join(sorted(f for f in cpu_flags() if f.startswith(('avx', 'amx')))) or 'none'}")
+    print(f"CPU flags seen: {vector_flags()}")
     print(f"local policies: engine {args.engine}, tool calls {'constrained' if args.constrain_calls else 'free'}, "
           f"{placement('auto', args.threads).describe()}, {args.in_flight} episodes in flight")
     print(f"config {args.config}: trainer's temperature {s.train.temperature}, max_new_tokens "

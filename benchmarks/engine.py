@@ -146,9 +146,9 @@ def main() -> None:
     if args.mode:  # one mode, in this process: its figures as JSON on stdout
         print(json.dumps(run_mode(args)))
         return
-    from trace_gym.agents.hardware import cpu_flags, placement
+    from trace_gym.agents.hardware import cpu_flags, placement, vector_flags
 
-    print(f"CPU flags seen: {' '.join(sorted(f for f in cpu_flags() if f.startswith(('avx', 'amx'))))}")
+    print(f"CPU flags seen: {vector_flags()}")
     print(f"model: {args.model}")
     print(f"episodes per mode: {2 * args.targets} target (greedy) + {4 * args.capability} capability (T = 1.0)")
     results = {}

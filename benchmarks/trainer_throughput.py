@@ -202,9 +202,9 @@ def main() -> None:
             raise SystemExit(f"the base agent is not built at {base}: run `trace-gym base-agent build` or pass --model")
     print(f"model {base}, env {args.env}, {args.groups} groups x {args.group_size}, {args.iterations} measured "
           f"iterations, {args.max_new_tokens} new tokens a turn, {args.threads} threads ({uptime()})", flush=True)
-    from trace_gym.agents.hardware import cpu_flags
+    from trace_gym.agents.hardware import vector_flags
 
-    print("CPU flags seen: " + " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))))
+    print("CPU flags seen: " + vector_flags())
     if args.lockstep:
         before, _ = run_ours(args, base, lockstep=True)
         print(f"this trainer, rollouts in lockstep turns (before continuous batching): {before:.3f} samples/s  "

@@ -120,6 +120,19 @@ def test_one_or_three_in_flight_play_the_same_episodes():
     assert by_id[1] == by_id[3]
 
 
+def test_play_in_order_returns_every_episode_in_the_order_given_equal_ones_too():
+    """The trainers' backends ask for groups that may repeat an episode: each request gets
+    its own played episode back, at its own place, whichever ends first."""
+    from trace_gym.driver import play_in_order
+
+    episodes = [Episode(9), Episode(4, 1), Episode(9), Episode(2, hint=True), Episode(4, 1)]
+    played = play_in_order(episodes, OraclePolicy, env_id=ENV, in_flight=3)
+    assert [(p.seed, p.episode.sample, p.episode.hint) for p in played] == \
+        [(e.seed, e.sample, e.hint) for e in episodes]
+    assert len({id(p) for p in played}) == 5 and all(p.episode is not e for p, e in zip(played, episodes))
+    assert played[0].messages == played[2].messages and all(p.reward == 1.0 for p in played)
+
+
 def _old_record(env: gym.Env, *, env_id: str, seed: int, sample: int, policy: str, hint: bool,
                 messages: list, reward: float, info: dict) -> dict:
     """A record as `trace_gym.trajectory.make_record` built it before the driver (timings aside)."""

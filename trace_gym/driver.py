@@ -26,9 +26,9 @@ own exception.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from trace_gym.errors import InvalidConfig
@@ -432,6 +432,18 @@ class borrowed:
 
     def close(self) -> None:
         pass
+
+
+def play_in_order(episodes: Sequence[Episode], policy: Any, **kwargs: Any) -> list[Played]:
+    """`play` every episode (keyword arguments as `play`'s) and return them all, in the order
+    given; equal episodes each come back as their own (the driver hands back the object it
+    was given, so each is copied first)."""
+    copies = [replace(e) for e in episodes]
+    where = {id(e): n for n, e in enumerate(copies)}
+    out: list[Played | None] = [None] * len(copies)
+    for played in play(copies, policy, **kwargs):
+        out[where[id(played.episode)]] = played
+    return out  # type: ignore[return-value]
 
 
 def play_one(env: Any, policy: Any, *, env_id: str, seed: int, sample: int = 0, hint: bool = False) -> Played:

@@ -27,11 +27,12 @@ Where this departs from the paper, or fixes what it leaves open:
   "sampler"`). With one step per batch (the paper's recipe) the ratio therefore differs from
   1 only where the backend and the trainer disagree (vLLM's kernels, bf16);
   `loss/logp_mismatch` and `loss/clip_fraction` show how much. With `old_logp = "trainer"`
-  (what "auto" means for the OpenVINO backend: it samples in bf16) p_old is the trainer's own, taken at
-  the batch's first step, so the update is exactly the trainer's, and `loss/logp_mismatch`
-  still reports the sampler's distance from it. For hinted samples the sampler's log-probabilities are for another prompt,
-  so p_old there is the trainer's own on the hint-free prompt, taken at the batch's first
-  step: the hint changes which completions are sampled, not the ratio.
+  (what "auto" means for the OpenVINO backend: it samples in bf16) p_old is the trainer's
+  own, taken at the batch's first step, so the update is exactly the trainer's, and
+  `loss/logp_mismatch` still reports the sampler's distance from it. For hinted samples the
+  sampler's log-probabilities are for another prompt, so p_old there is the trainer's own on
+  the hint-free prompt, taken at the batch's first step: the hint changes which completions
+  are sampled, not the ratio.
 - Constant groups are resampled with fresh seeds (bounded) instead of only dropped, so that
   a batch is not left with a handful of groups; every episode played counts in
   `episodes/total`, the rollout budget that comparisons hold equal.

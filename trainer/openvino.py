@@ -8,8 +8,8 @@ turn), so a resumed run plays what the uninterrupted one played.
 
 OpenVINO computes in bf16 where the CPU has it natively, the trainer in fp32: its
 log-probabilities are not the trainer's. GRPO therefore takes p_old from the trainer
-(`old_logp = "auto"` means "trainer" with this backend; "sampler" is refused) and reports the sampler's
-distance from it as `loss/logp_mismatch`, as for vLLM.
+(`old_logp = "auto"` means "trainer" with this backend; "sampler" is refused) and
+reports the sampler's distance from it as `loss/logp_mismatch`, as for vLLM.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trace_gym.driver import Episode, Played, play
+from trace_gym.driver import Episode, Played, play_in_order
 
 
 class OpenVINOBackend:
@@ -51,13 +51,8 @@ class OpenVINOBackend:
     def play(self, requests: Sequence[Episode]) -> list[Played]:
         """Every request played through the episode driver, `in_flight` at a time; the
         episodes in request order."""
-        episodes = [Episode(r.seed, r.sample, r.hint, r.sampling_seed) for r in requests]
-        where = {id(e): n for n, e in enumerate(episodes)}
-        out: list[Played | None] = [None] * len(episodes)
-        for played in play(episodes, self.policy, env_id=self.env_id, env_kwargs=self.env_kwargs,
-                           in_flight=max(1, min(self.in_flight, len(episodes)))):
-            out[where[id(played.episode)]] = played
-        return out  # type: ignore[return-value]
+        return play_in_order(requests, self.policy, env_id=self.env_id, env_kwargs=self.env_kwargs,
+                             in_flight=max(1, min(self.in_flight, len(requests))))
 
     def close(self) -> None:
         self.policy.close()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.agents.episodes import render_prompt, unhinted
-from trace_gym.driver import Episode, Live, Played, Reply, Turn, play
+from trace_gym.driver import Episode, Live, Played, Reply, Turn, play_in_order
 from trace_gym.errors import InvalidConfig, TraceGymError
 
 
@@ -125,15 +125,9 @@ class VLLMBackend:
         `workers` at a time; the episodes in request order."""
         if self.served is None:
             raise TraceGymError("the vllm backend has no adapter loaded yet: call sync(model, iteration) first")
-        # one Episode object per request, even for equal requests: the driver hands each back
-        episodes = [Episode(r.seed, r.sample, r.hint, r.sampling_seed) for r in requests]
-        where = {id(e): n for n, e in enumerate(episodes)}
-        out: list[Played | None] = [None] * len(episodes)
-        threads = max(1, min(self.workers, len(episodes)))
+        threads = max(1, min(self.workers, len(requests)))
         with _Completions(self, threads) as policy:
-            for played in play(episodes, policy, env_id=self.env_id, env_kwargs=self.env_kwargs, in_flight=threads):
-                out[where[id(played.episode)]] = played
-        return out  # type: ignore[return-value]
+            return play_in_order(requests, policy, env_id=self.env_id, env_kwargs=self.env_kwargs, in_flight=threads)
 
 
 class _Completions:

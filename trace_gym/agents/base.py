@@ -93,8 +93,8 @@ def _endpoint(**kwargs: Any) -> Policy:
 
 ENGINES = ("openvino", "torch")
 """The engines a local model runs on: OpenVINO GenAI (`trace_gym.agents.openvino`, the
-default: 2-3x the torch engine's episodes a minute on the embedded agent, benchmarks/engine.py)
-and the torch engine (`trace_gym.agents.local`: any transformers model, peft adapters
+default: 2.2 times the torch engine's episodes a minute on the embedded agent's capability-env
+episodes, benchmarks/engine.py) and the torch engine (`trace_gym.agents.local`: any transformers model, peft adapters
 unfused, the trainer's in-process rollouts)."""
 DEFAULT_ENGINE = "openvino"
 _TORCH_ONLY = ("lockstep",)

@@ -82,16 +82,8 @@ class LocalBackend:
 
     def play(self, requests: Sequence[Request]) -> list[Rollout]:
         """Every request played, in request order."""
-        import dataclasses
-
-        from trace_gym.driver import play
+        from trace_gym.driver import play_in_order
 
         self.policy.engine.forget()  # the weights may have changed since the last call
-        tagged = [dataclasses.replace(r) for r in requests]  # one object per request, even for equal ones
-        index = {id(t): n for n, t in enumerate(tagged)}
-        played = list(play(tagged, self.policy, env_id=self.env_id, env_kwargs=self.env_kwargs,
-                           in_flight=self.batch_episodes))
-        out: list[Rollout | None] = [None] * len(requests)
-        for p in played:
-            out[index[id(p.episode)]] = p
-        return out  # type: ignore[return-value]
+        return play_in_order(requests, self.policy, env_id=self.env_id, env_kwargs=self.env_kwargs,
+                             in_flight=self.batch_episodes)

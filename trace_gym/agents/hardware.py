@@ -33,6 +33,12 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def vector_flags() -> str:
+    """The CPU's vector and matrix flags (avx*, amx*) as one line, for benchmarks and logs to
+    say which machine measured them ("none seen" where there are none)."""
+    return " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))) or "none seen"
+
+
 def native_bf16() -> bool:
     return any(flag in cpu_flags() for flag in NATIVE_BF16_FLAGS)
 

@@ -327,9 +327,9 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(config.seed)  # LoRA's initialisation draws from the global generator
-    from trace_gym.agents.hardware import cpu_flags
+    from trace_gym.agents.hardware import vector_flags
 
-    seen = " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx")))) or "none seen"
+    seen = vector_flags()
     say(f"base agent: SFT in {'bf16 autocast (weights fp32)' if use_bf16(config) else 'fp32'} on {config.threads} "
         f"thread(s) (CPU flags: {seen})")
     start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
