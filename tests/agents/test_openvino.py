@@ -7,6 +7,7 @@ episodes through the driver. Skipped (with the reason) where openvino-genai is n
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -370,3 +371,29 @@ def _tools(played):
     _, info = env.reset(seed=played.seed)
     env.close()
     return info["tools"]
+
+
+def _config_dir(tmp_path, **config):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_the_cache_is_sized_from_the_models_keys_and_values(tmp_path):
+    from trace_gym.agents.openvino import auto_cache_gb
+
+    # SmolLM2-135M's shape: 2 x 30 layers x 3 heads x 64 x 2 bytes = 23,040 bytes a token;
+    # 64 sequences of 8,192 tokens want 12.08 GB, so 13 GB before the caps
+    smol = _config_dir(tmp_path, num_hidden_layers=30, num_key_value_heads=3, num_attention_heads=9,
+                       head_dim=64, hidden_size=576, max_position_embeddings=8192)
+    quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4 // 10**9
+    assert auto_cache_gb(smol, most_gb=100) == max(1, min(13, quarter))
+    assert auto_cache_gb(smol) == max(1, min(4, quarter))  # the bound that keeps 64 episodes in 8 GiB
+    assert auto_cache_gb(smol, kv_bytes=4, sequences=16, most_gb=100) == max(1, min(7, quarter))  # 6.04 GB
+    assert auto_cache_gb(FIXTURE) == 1  # a tiny model gets the least
+
+
+def test_the_pipeline_is_built_with_the_sized_cache(ir):
+    from trace_gym.agents.openvino import auto_cache_gb
+
+    assert _policy(ir).cache_gb == auto_cache_gb(FIXTURE, kv_bytes=4) == 1
+    assert _policy(ir, cache_gb=2).cache_gb == 2

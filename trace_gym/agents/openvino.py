@@ -28,6 +28,13 @@ directory, one per temperature.
 **Caching between turns** is GenAI's prefix caching: a conversation's next prompt starts with
 its earlier turns, whose key/value blocks are found by their tokens and not recomputed.
 
+**Memory.** With prefix caching GenAI keeps every key/value block it has computed until the
+cache is full, so a cache left to grow (`cache_size` 0) grows with every turn of every
+episode: 64 target episodes in flight passed 8 GiB resident. The cache is therefore fixed
+(`cache_gb`, default `auto_cache_gb`): the keys and values of 64 sequences of the model's
+full context, at most 4 GB and a quarter of the machine's memory, at least 1 GB. When it is
+full, GenAI recomputes the longest-waiting sequence's blocks rather than growing.
+
 **LoRA.** The adapter is fused into the weights when the pipeline is built
 (`AdapterConfig.Mode.MODE_FUSE`: no per-token cost), with alpha = lora_alpha / r, the scaling
 peft applies and GenAI does not. Measured with GenAI 2026.4.1: the pipeline ignores the
@@ -53,7 +60,7 @@ from trace_gym.agents.hardware import DTYPES, placement
 from trace_gym.driver import Live, Reply, Turn
 from trace_gym.errors import InvalidConfig
 
-__all__ = ["DTYPES", "OpenVINOPolicy", "adapter_alpha", "export", "tempered"]
+__all__ = ["DTYPES", "OpenVINOPolicy", "adapter_alpha", "auto_cache_gb", "export", "tempered"]
 
 WEIGHT_FORMATS = ("fp16", "fp32")
 STOP_TOKEN = "<|im_end|>"
@@ -340,6 +347,20 @@ def _stream_seed(*parts: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+def auto_cache_gb(model_path: str | os.PathLike, kv_bytes: int = 2, sequences: int = 64,
+                  most_gb: int = 4) -> int:
+    """The key/value cache, in whole GB, for `sequences` sequences of the model's full context
+    (`max_position_embeddings`) with `kv_bytes` a value, kept within [1, min(`most_gb`, a
+    quarter of physical memory)]: a bound on resident memory (see "Memory" above)."""
+    config = json.loads((Path(model_path) / "config.json").read_text())
+    heads = config.get("num_key_value_heads") or config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    per_token = 2 * config["num_hidden_layers"] * heads * head_dim * kv_bytes
+    want = per_token * config.get("max_position_embeddings", 4096) * sequences
+    quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    return max(1, min(most_gb, quarter // 10**9, math.ceil(want / 10**9)))
+
+
 class OpenVINOPolicy:
     """A `trace_gym.driver.BatchedPolicy` on one OpenVINO GenAI continuous-batching pipeline.
 
@@ -352,7 +373,7 @@ class OpenVINOPolicy:
     values in f32 for float32 (OpenVINO's CPU default is u8, which moved log-probabilities by
     up to 0.004 nats on the fixture) and leaves the plugin's default (u8) otherwise. `threads`
     defaults to every core this process may run on; `cache_gb` fixes the KV cache size (None:
-    grown as needed); `max_num_batched_tokens` caps the tokens one step computes (GenAI's
+    `auto_cache_gb`); `max_num_batched_tokens` caps the tokens one step computes (GenAI's
     default 256); `ir_dir` is where the IR is cached (default: `default_ir_dir`); `kv_reuse`
     False turns GenAI's prefix caching off (every prompt prefilled whole); `constrain_calls`
     constrains what follows `<tool_call>` to a call of one of the offered tools, valid
@@ -372,6 +393,9 @@ class OpenVINOPolicy:
         self.placement = placement(dtype, threads, owner="openvino policy")
         if cache_gb is not None and not (type(cache_gb) is int and cache_gb >= 1):
             raise InvalidConfig(f"openvino policy: cache_gb={cache_gb!r} is invalid: must be an integer >= 1 or None")
+        model_path = _model_dir(model_path)
+        if cache_gb is None:
+            cache_gb = auto_cache_gb(model_path, kv_bytes=4 if dtype == "float32" else 2)
         self.genai = _require_openvino()
         from transformers import AutoTokenizer
 
@@ -432,8 +456,7 @@ class OpenVINOPolicy:
         started = time.perf_counter()
         scheduler = g.SchedulerConfig()
         scheduler.enable_prefix_caching = self.kv_reuse
-        if self.cache_gb is not None:
-            scheduler.cache_size = self.cache_gb
+        scheduler.cache_size = self.cache_gb
         if self.max_num_batched_tokens is not None:
             scheduler.max_num_batched_tokens = self.max_num_batched_tokens
         props = self.properties()
