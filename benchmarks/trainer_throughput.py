@@ -3,7 +3,8 @@ batch and prompts, and where an iteration's time goes.
 
     python benchmarks/trainer_throughput.py [--model DIR] [--env ENV_ID] [--groups 2] [--group-size 8]
                                             [--iterations 2] [--max-new-tokens 64] [--threads 2]
-                                            [--lockstep] [--openvino] [--skip-trl]
+                                            [--lockstep] [--openvino] [--update-dtype auto]
+                                            [--skip-torch] [--skip-trl]
 
 Both trainers play the same episodes with the same generator (`trace_gym.agents.episodes`:
 TRL through `trace_gym.interop.TRLRollouts` as its rollout_func), G groups of K rollouts of
@@ -15,6 +16,10 @@ runs each shared prefix once, keeps every activation. So the difference is the u
 trainer runs every prefix the batch shares once (a group's prompt, an episode's earlier
 turns); TRL runs each episode's whole sequence. A sample is one episode (rollout and
 update). The first iteration of each is a warm-up and is not counted.
+
+`--lockstep` and `--openvino` add this trainer before the engine issue (lockstep torch
+rollouts, fp32 update) and with the embedded recipe's rollouts and update (OpenVINO GenAI,
+`--update-dtype`), side by side on the same seeds.
 
 It also prints, for this trainer, the share of an iteration's wall time spent outside the
 model's forward and backward passes (env steps, chat templates, sampling, cache copies,
@@ -86,7 +91,8 @@ def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -
 
     config = GRPOConfig(env_id=args.env, groups=args.groups, group_size=args.group_size, lr=1e-5,
                         max_new_tokens=args.max_new_tokens, min_informative=0.0, max_resample_rounds=0,
-                        threads=args.threads, device="cpu", backend="openvino" if openvino else "local")
+                        threads=args.threads, device="cpu", backend="openvino" if openvino else "local",
+                        update_dtype=args.update_dtype if openvino else "float32")
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model(base, config)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -103,6 +109,8 @@ def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -
                                batch_episodes=config.groups * config.group_size)
         backend.policy.lockstep = lockstep
     label = "ours, lockstep" if lockstep else "ours, openvino" if openvino else "ours"
+    if openvino:
+        label += f", update {'bf16 autocast' if config.autocast() else 'fp32'}"
     def step(i: int) -> int:
         """One iteration on every group drawn, the constant ones included, as TRL trains them
         (their advantages are 0, but the forward and backward passes run)."""
@@ -190,6 +198,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lockstep", action="store_true", help="also run this trainer with lockstep rollouts, first")
     parser.add_argument("--openvino", action="store_true", help="also run this trainer with OpenVINO rollouts")
+    parser.add_argument("--update-dtype", default="auto", help="the OpenVINO run's update_dtype (the embedded "
+                        "recipe's: 'auto', bf16 autocast on a CPU with native bf16); the other runs update in float32")
+    parser.add_argument("--skip-torch", action="store_true", help="skip the run with continuous torch rollouts")
     parser.add_argument("--skip-trl", action="store_true")
     args = parser.parse_args()
     if args.model:
@@ -209,11 +220,12 @@ def main() -> None:
         before, _ = run_ours(args, base, lockstep=True)
         print(f"this trainer, rollouts in lockstep turns (before continuous batching): {before:.3f} samples/s  "
               f"({uptime()})", flush=True)
-    ours, outside = run_ours(args, base)
-    print(f"this trainer: {ours:.3f} samples/s; time outside model forward/backward {outside:.1%} of an iteration "
-          f"(goal: at most 15%)  ({uptime()})", flush=True)
-    if args.lockstep:
-        print(f"continuous/lockstep samples/s: {ours / before:.2f}", flush=True)
+    if not args.skip_torch or not args.skip_trl:
+        ours, outside = run_ours(args, base)
+        print(f"this trainer: {ours:.3f} samples/s; time outside model forward/backward {outside:.1%} of an "
+              f"iteration (goal: at most 15%)  ({uptime()})", flush=True)
+        if args.lockstep:
+            print(f"continuous/lockstep samples/s: {ours / before:.2f}", flush=True)
     if args.openvino:
         fast, _ = run_ours(args, base, openvino=True)
         print(f"this trainer, OpenVINO rollouts: {fast:.3f} samples/s  ({uptime()})", flush=True)

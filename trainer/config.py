@@ -19,6 +19,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 ADVANTAGE_STD = ("group", "batch")
 LOSS_NORMALIZATION = ("sample", "token")
 BACKENDS = ("local", "vllm", "openvino")
+UPDATE_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
 
 
@@ -103,6 +104,13 @@ class GRPOConfig:
     this process, the adapter fused into it each iteration: the fastest on CPU; p_old is
     then the trainer's) or 'vllm' (OpenAI-compatible servers in VLLM_BASE_URLS that
     hot-swap the adapter)."""
+    update_dtype: str = "float32"
+    """Precision of the update's matrix products: 'float32', 'bfloat16' (torch autocast: the
+    weights, the adapter, the gradients and AdamW stay fp32, the log-softmax runs in fp32),
+    or 'auto' (bfloat16 on CUDA and on CPUs that compute it natively,
+    `trace_gym.agents.hardware.native_bf16`; float32 elsewhere, where it is emulated and
+    slower). With old_logp 'trainer' p_old is taken under the same precision, so the
+    clipped ratio stays exactly 1 at the batch's first step."""
     old_logp: str = "auto"
     """Where p_old comes from: 'sampler' (the rollout backend's log-probabilities, the
     paper's practice with vLLM), 'trainer' (the trainer's own, taken at the batch's first
@@ -137,7 +145,7 @@ class GRPOConfig:
                                                                       and self.clip_eps_high >= 0),
                 "must be None or a number >= 0")
         for name, allowed in (("advantage_std", ADVANTAGE_STD), ("loss_normalization", LOSS_NORMALIZATION),
-                              ("backend", BACKENDS), ("old_logp", OLD_LOGP)):
+                              ("backend", BACKENDS), ("old_logp", OLD_LOGP), ("update_dtype", UPDATE_DTYPES)):
             require(self, name, getattr(self, name) in allowed, f"allowed: {', '.join(allowed)}")
         bad = [t for t in self.lora_targets if not isinstance(t, str) or not t]
         require(self, "lora_targets", (self.lora_targets or self.lora_target_parameters) and not bad,
@@ -156,6 +164,16 @@ class GRPOConfig:
         if self.device == "auto":
             return "cuda" if torch.cuda.is_available() else "cpu"
         return self.device
+
+    def autocast(self) -> bool:
+        """Whether the update runs under bf16 autocast (`update_dtype` resolved for this machine)."""
+        if self.update_dtype != "auto":
+            return self.update_dtype == "bfloat16"
+        if self.torch_device().startswith("cuda"):
+            return True
+        from trace_gym.agents.hardware import native_bf16
+
+        return native_bf16()
 
     def p_old(self) -> str:
         """'sampler' or 'trainer': `old_logp` with 'auto' resolved for the backend."""
@@ -181,13 +199,9 @@ class GRPOConfig:
     def from_toml(cls, path: str | Path, **overrides: Any) -> GRPOConfig:
         """The `[train]` table of a TOML file, then `overrides` (None values ignored); an
         unknown key is refused, naming the file and the key."""
-        import tomllib
+        from trace_gym.runconfig import load
 
-        path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise InvalidConfig(f"{path}: cannot read it as TOML: {e}") from None
+        data = load(path)  # a shipped config by name, or a path; refused with where and why
         table = data.get("train", {})
         if not isinstance(table, dict):
             raise InvalidConfig(f"{path}: [train] must be a table")

@@ -226,6 +226,13 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: G
     device = next(p for p in model.parameters()).device
     batch = Batch(batch.sequences, batch.prompt_lengths, batch.old_logp.to(device), batch.trainer_old.to(device),
                   batch.sampled.to(device), batch.advantage.to(device), batch.weight.to(device))
+    precision = torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.autocast())
+    with precision:
+        return _update(model, optimizer, batch, config, params, run)
+
+
+def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: GRPOConfig,
+            params: list[torch.nn.Parameter], run: Callable[..., torch.Tensor]) -> dict[str, float]:
     ref = None
     if config.beta > 0:
         with model.disable_adapter():

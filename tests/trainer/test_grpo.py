@@ -371,3 +371,42 @@ def test_trainer_old_logp_ignores_the_samplers_log_probabilities():
     assert exact["loss/clip_fraction"] == 0.0 and exact["loss/logp_mismatch"] > 30
     assert step("trainer", -1.0)["loss/policy"] == pytest.approx(exact["loss/policy"])
     assert step("sampler", -50.0)["loss/clip_fraction"] > 0.0
+
+
+def test_update_dtype_runs_the_updates_products_in_bf16_and_keeps_the_weights_fp32(monkeypatch):
+    """update_dtype 'bfloat16' runs the update's linear layers in bf16 (autocast), while the
+    adapter, its gradients and the log-probabilities stay fp32; 'float32' runs them in fp32;
+    'auto' follows the CPU's native bf16; a bad value is refused by name."""
+    from trace_gym.agents import hardware
+    from trace_gym.trainer.train import load_model
+
+    def step(update_dtype: str) -> tuple[set, dict]:
+        model, _ = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
+        seen: set = set()
+        hooks = [m.register_forward_hook(lambda m, a, out: seen.add(out.dtype))
+                 for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        rollouts = [_rollout(1, 0, 0.0), _rollout(1, 1, 1.0)]
+        for r in rollouts:
+            r.turns = [Turn([1, 5, 9, 33], [1, 5, 9, 33], [40 + r.request.sample, 2], [-3.0, -3.0])]
+        config = GRPOConfig(group_size=2, lr=1e-2, old_logp="trainer", update_dtype=update_dtype, device="cpu")
+        params = [p for p in model.parameters() if p.requires_grad]
+        groups = grpo.group_by_seed(rollouts, 2)
+        metrics = grpo.update(model, torch.optim.AdamW(params, lr=config.lr),
+                              grpo.samples_of(groups, grpo.advantages(groups), old_logp="trainer"), config, params)
+        for h in hooks:
+            h.remove()
+        assert all(p.dtype == torch.float32 for p in params)
+        return seen, metrics
+
+    bf16, low = step("bfloat16")
+    fp32, high = step("float32")
+    assert torch.bfloat16 in bf16 and fp32 == {torch.float32}
+    assert low["loss/clip_fraction"] == 0.0  # p_old taken under the same precision: the ratio is 1
+    assert low["loss/policy"] != high["loss/policy"] or low["loss/grad_norm"] != high["loss/grad_norm"]
+    monkeypatch.setattr(hardware, "native_bf16", lambda: True)
+    assert GRPOConfig(update_dtype="auto", device="cpu").autocast()
+    monkeypatch.setattr(hardware, "native_bf16", lambda: False)
+    assert not GRPOConfig(update_dtype="auto", device="cpu").autocast()
+    assert not GRPOConfig(device="cpu").autocast()
+    with pytest.raises(InvalidConfig, match="update_dtype='float16' is invalid: allowed: float32, bfloat16, auto"):
+        GRPOConfig(update_dtype="float16")
