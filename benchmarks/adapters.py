@@ -67,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", help="base model directory (default: the embedded base agent)")
     parser.add_argument("--envs", default=",".join(CAPABILITY_ENVS))
-    parser.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "configs" / "embedded.toml"))
+    parser.add_argument("--config", default="embedded", help="run configuration: a path, or a shipped one by name")
     parser.add_argument("--seeds", type=int, default=128)
     parser.add_argument("--iterations", type=int, help="override the recipe's iterations")
     parser.add_argument("--out", default="runs/bench-adapters")

@@ -74,7 +74,7 @@ from trace_gym.seeding import SPLITS
 TARGETS = ("trace/airline-v0", "trace/retail-v0")
 CAPABILITY_ENVS = ("trace/precondition_verification-v0", "trace/structured_data_reasoning-v0",
                    "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0")
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "embedded.toml"
+DEFAULT_CONFIG = "embedded"  # the shipped configs/embedded.toml
 DEFAULT_SECTIONS = "build,targets,weak,capabilities,analysis"
 
 PARSE_GOAL = 0.95

@@ -25,11 +25,22 @@ from trace_gym.runconfig import SECTIONS
 DEFAULT = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.toml"
 BUDGETS = ("smoke", "default")
 
+def _recipe_defaults() -> dict[str, Any]:
+    """The base-agent recipe's fields and defaults (`BaseAgentConfig`; the seed is the pipeline's)."""
+    import json
+    from dataclasses import asdict
+
+    from trace_gym.baseagent.build import BaseAgentConfig
+
+    recipe = json.loads(json.dumps(asdict(BaseAgentConfig())))  # tuples as lists, as TOML gives them
+    recipe.pop("seed")
+    return recipe
+
+
 # table -> key -> default (the keys a table may hold)
 TABLES: dict[str, dict[str, Any]] = {
     "pipeline": {"targets": ["trace/airline-v0", "trace/retail-v0"], "seed": 0},
-    "base_agent": {"source": "smollm2-135m-instruct", "weak_kinds": ["compensation", "cancel_order"],
-                   "fixture": False},
+    "base_agent": {"fixture": False, **_recipe_defaults()},
     "rollout": {"episodes": 32, "max_new_tokens": 192, "batch": 16},
     "analysis": {"labeller": "programmatic", "runs": 10, "base_url": "", "model": ""},
     "synthesis": {"base_url": "", "model": "", "attempts": 5},
@@ -58,7 +69,9 @@ def load(path: str | Path | None = None, budget: str = "default",
          overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The configuration with the budget's overrides applied (then `overrides`, table by
     table) and every default filled in."""
-    path = Path(path) if path else DEFAULT
+    from trace_gym.resources import SHIPPED_CONFIGS, config_path
+
+    path = config_path(path) if path and str(path) in SHIPPED_CONFIGS else Path(path) if path else DEFAULT
     if budget not in BUDGETS:
         raise InvalidConfig(f"--budget {budget!r} is not known; allowed: {', '.join(BUDGETS)}")
     try:

@@ -96,8 +96,9 @@ def base_agent(config: dict[str, Any], directory: Path) -> dict[str, Any]:
     else:
         from trace_gym.baseagent.build import BaseAgentConfig, build
 
-        path = build(BaseAgentConfig(source=section["source"], weak_kinds=tuple(section["weak_kinds"]),
-                                     seed=config["pipeline"]["seed"]), log=None)
+        recipe = {k: v for k, v in section.items() if k != "fixture"}
+        path = build(BaseAgentConfig.from_table(recipe, where=f"{config['source']} [base_agent]",
+                                                seed=config["pipeline"]["seed"]), log=None)
     return {"path": str(path), "sha256": dir_sha256(path)}
 
 

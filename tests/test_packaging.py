@@ -76,7 +76,8 @@ def test_wheel_ships_packages_and_data(tmp_path):
         assert f"{pkg.replace('.', '/')}/__init__.py" in names
     assert not {n.split("/")[0] for n in names} & {"generated_envs", "analysis", "trainer", "moe", "pipeline"}
     for data in ("trace_gym/prompts/README.md", "trace_gym/worlds/airline/policy.md",
-                 "trace_gym/worlds/retail/policy.md", "trace_gym/generated_envs/manifest.json"):
+                 "trace_gym/worlds/retail/policy.md", "trace_gym/generated_envs/manifest.json",
+                 "trace_gym/configs/embedded.toml", "trace_gym/configs/gpu-qwen3-30b-a3b.toml"):
         assert data in names
     assert any(n.endswith("entry_points.txt") for n in names)
     unpacked = tmp_path / "site"
@@ -85,9 +86,13 @@ def test_wheel_ships_packages_and_data(tmp_path):
     deps = sysconfig.get_paths()["purelib"]
     code = ("import trace_gym, gymnasium as gym; from trace_gym.resources import read_prompt, prompts_dir; "
             "print(trace_gym.__file__); print(prompts_dir()); print(read_prompt('README.md')[:9]); "
-            "env = gym.make('trace/airline-v0'); print(env.reset(seed=0)[0][0]['role'])")
+            "env = gym.make('trace/airline-v0'); print(env.reset(seed=0)[0][0]['role']); "
+            "from trace_gym.resources import embedded_config; from trace_gym.baseagent.build import embedded_recipe; "
+            "print(embedded_config()); print(embedded_recipe().source)")
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
                          cwd=tmp_path, env={"PYTHONPATH": f"{unpacked}:{deps}", "PATH": "/usr/bin:/bin"})
     lines = out.stdout.splitlines()
     assert lines[0].startswith(str(unpacked)) and str(unpacked) in lines[1]
     assert lines[2] == "# Prompts" and lines[3] == "system"
+    assert lines[4].startswith(str(unpacked)) and lines[4].endswith("trace_gym/configs/embedded.toml")
+    assert lines[5] == "smollm2-135m-instruct"  # the recipe read from the shipped config

