@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_gym.targets.config import scaled_knobs
+
 
 @dataclass
 class Block:
@@ -51,6 +53,12 @@ def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
     out: list[Block] = [Block("h1", "trace-gym pipeline report"),
                         Block("p", f"Configuration {state['config']['source']} (budget {state['config']['budget']}); "
                                    f"base agent {state['agent']['path']}.")]
+    scaled = [[env_id, name, _fmt(value), _fmt(full)] for env_id in state["config"]["pipeline"]["targets"]
+              for name, value, full in scaled_knobs(state["config"]["env_knobs"].get(env_id, {}))]
+    if scaled:
+        out.append(Block("p", "The targets are scaled down from the full ones `gym.make` builds, to what the base "
+                              "agent's model can learn (the configuration's env_knobs):"))
+        out.append(Block("table", rows=[["target", "knob", "this run", "full target"]] + scaled))
     out.append(Block("h2", "Capability analysis"))
     caps = state["analysis"]["capabilities"]
     out.append(Block("table", rows=[["capability", "status", "mean Delta", "mean coverage"]] +

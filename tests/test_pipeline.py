@@ -39,6 +39,10 @@ def _config(tmp_path: Path) -> Path:
     text = (REPO / "configs" / "tiny-cpu.toml").read_text()
     extra = re.sub(r"^\[(\w+)\]", r"[budgets.smoke.\1]", MICRO, flags=re.MULTILINE)
     path = tmp_path / "micro.toml"
+    # one target scaled down, as the embedded default's are: the report must say so
+    header = '[env_knobs."trace/airline-v0"]\n'
+    assert header in text
+    text = text.replace(header, header + "compound_rate = 0.1\n")
     path.write_text(_merge_tables(text, extra))
     return path
 
@@ -140,6 +144,8 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     assert time.perf_counter() - started < 180, "the micro budget's whole pipeline takes at most 3 minutes"
     report = (tmp_path / "whole" / "report.md").read_text()
     assert "## Final evaluation" in report and (tmp_path / "whole" / "report.html").is_file()
+    assert "| trace/airline-v0 | compound_rate | 0.100 | 0.300 |" in report  # a scaled knob, named
+    assert "trace/retail-v0 |" not in report.split("## Capability analysis")[0]  # full: not listed
     assert whole["adapters"] and whole["compose"] is not None
     assert set(whole["eval"]["order"]) >= {"base", "router", "mixture"}
 

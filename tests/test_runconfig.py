@@ -80,3 +80,30 @@ def test_the_embedded_config_is_the_base_agents_and_the_trainers_recipe(tmp_path
     bad.write_text('[base_agent]\nepisodez = 3\n')
     with pytest.raises(InvalidConfig, match=r"bad.toml \[base_agent\]: unknown key\(s\) \['episodez'\]"):
         BaseAgentConfig.from_table(load(bad)["base_agent"], where=f"{bad} [base_agent]")
+
+
+def test_the_embedded_targets_are_scaled_openly_and_keep_the_weak_kinds():
+    from trace_gym.baseagent.build import embedded_recipe
+    from trace_gym.targets.config import TargetConfig, scaled_knobs
+
+    recipe = embedded_recipe()
+    for env_id in ("trace/airline-v0", "trace/retail-v0"):
+        knobs = env_knobs("embedded", env_id)
+        scaled = {name: (value, full) for name, value, full in scaled_knobs(knobs)}
+        assert scaled["compound_rate"] == (0.1, TargetConfig().compound_rate), scaled
+        assert "strict" not in scaled and "prompt_style" not in scaled  # strict scoring stays on
+        env = gym.make(env_id, **knobs)
+        kinds = env.unwrapped.config.kinds
+        assert kinds is None or set(recipe.weak_kinds) & set(kinds)  # the weak kinds stay in
+        env.close()
+    # gym.make keeps the full targets
+    assert gym.make("trace/airline-v0").unwrapped.config == TargetConfig()
+
+
+def test_scaled_knobs_name_each_difference_from_the_full_target():
+    from trace_gym.targets.config import scaled_knobs
+
+    assert scaled_knobs({"prompt_style": "compact", "distractors": 2, "kinds": ["book"]}) == [
+        ("kinds", ["book"], None)]
+    assert scaled_knobs({"max_requests": 1, "strict": False}) == [("max_requests", 1, 3), ("strict", False, True)]
+    assert scaled_knobs({}) == []

@@ -64,3 +64,18 @@ class TargetConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+def scaled_knobs(knobs: dict[str, object]) -> list[tuple[str, object, object]]:
+    """(knob, value, full target's value) for each difficulty knob in `knobs` that differs
+    from the full target `gym.make` builds (`prompt_style` and unknown keys are not difficulty
+    knobs and are left out): what a report says when a run scales its targets down."""
+    full = TargetConfig()
+    out = []
+    for name in TargetConfig.field_names():
+        if name == "prompt_style" or name not in knobs:
+            continue
+        value, default = knobs[name], getattr(full, name)
+        if (tuple(value) if isinstance(value, list) else value) != default:
+            out.append((name, value, default))
+    return out
