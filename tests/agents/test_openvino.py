@@ -397,3 +397,33 @@ def test_the_pipeline_is_built_with_the_sized_cache(ir):
 
     assert _policy(ir).cache_gb == auto_cache_gb(FIXTURE, kv_bytes=4) == 1
     assert _policy(ir, cache_gb=2).cache_gb == 2
+
+
+def test_turns_wait_for_room_in_the_cache_and_play_as_they_would_with_room(ir):
+    """GenAI drops every turn in flight when they outgrow its cache (IGNORED): the policy
+    admits a turn only while the turns in flight fit, and the transcripts do not change."""
+    from trace_gym.agents.openvino import BLOCK
+
+    episodes = [Episode(seed) for seed in range(6)]
+    roomy = _played(episodes, _policy(ir), in_flight=6)
+    tight = _policy(ir)
+    first = _played(episodes[:1], _policy(ir))[0].turns[0]
+    room = -(-(len(first.prompt_ids) + TOKENS) // BLOCK) * BLOCK * 2 + BLOCK  # about two turns
+    tight.cache_tokens = room
+    admitted, most = tight._admit, [0]
+
+    def watched():
+        admitted()
+        in_use = sum(tight._need(prompt) for _, _, prompt, _ in tight._pending.values())
+        assert in_use <= room
+        most[0] = max(most[0], len(tight._pending))
+
+    tight._admit = watched
+    played = _played(episodes, tight, in_flight=6)
+    assert most[0] == 2 and not tight._waiting and not tight._pending  # at most two in flight, none left
+    assert _tokens(played) == _tokens(roomy)
+
+    # a turn that could not fit alone is refused with both sizes, not dropped by GenAI
+    tight.cache_tokens = BLOCK
+    with pytest.raises(InvalidConfig, match=r"needs \d+ tokens of key/value cache .* raise cache_gb"):
+        _played(episodes[:1], tight)

@@ -32,8 +32,13 @@ its earlier turns, whose key/value blocks are found by their tokens and not reco
 cache is full, so a cache left to grow (`cache_size` 0) grows with every turn of every
 episode: 64 target episodes in flight passed 8 GiB resident. The cache is therefore fixed
 (`cache_gb`, default `auto_cache_gb`): the keys and values of 64 sequences of the model's
-full context, at most 4 GB and a quarter of the machine's memory, at least 1 GB. When it is
-full, GenAI recomputes the longest-waiting sequence's blocks rather than growing.
+full context, at most 4 GB and a quarter of the machine's memory, at least 1 GB. Blocks of
+finished turns kept for reuse are evicted as needed; but when the turns being generated
+themselves outgrow the cache, GenAI drops every one of them (`GenerationStatus.IGNORED`,
+out of memory: 64 airline episodes in flight with f32 keys and values in 4 GB did). So the
+policy admits a turn only while the turns in flight fit (`cache_tokens`: their prompts and
+`max_new_tokens` each, in whole blocks); the others wait, in the order they came, for one to
+end. A turn that could not fit alone is refused with its size and the cache's.
 
 **LoRA.** The adapter is fused into the weights when the pipeline is built
 (`AdapterConfig.Mode.MODE_FUSE`: no per-token cost), with alpha = lora_alpha / r, the scaling
@@ -45,6 +50,7 @@ blocks computed under the previous adapter, so `set_adapter` builds a new pipeli
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import math
@@ -347,16 +353,34 @@ def _stream_seed(*parts: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def auto_cache_gb(model_path: str | os.PathLike, kv_bytes: int = 2, sequences: int = 64,
+KV_BYTES = {"f32": 4.0, "bf16": 2.0, "f16": 2.0, "u8": 1.125}
+"""Bytes a key or value element takes in the cache, by `KV_CACHE_PRECISION` (u8 carries a
+scale and a zero point per group of 64)."""
+BLOCK = 32
+"""Tokens a key/value block holds on the CPU (the admission count rounds each turn up to it)."""
+
+
+def kv_token_bytes(model_path: str | os.PathLike, kv_bytes: float) -> float:
+    """Bytes of keys and values one token takes across the model's layers."""
+    config = json.loads((Path(model_path) / "config.json").read_text())
+    heads = config.get("num_key_value_heads") or config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return 2 * config["num_hidden_layers"] * heads * head_dim * kv_bytes
+
+
+def cache_tokens(model_path: str | os.PathLike, cache_gb: int, kv_bytes: float) -> int:
+    """Tokens a cache of `cache_gb` GB holds, with a twentieth kept back for what the count
+    does not see (a partly filled block of a prefix shared between turns)."""
+    return int(cache_gb * 10**9 * 0.95 // kv_token_bytes(model_path, kv_bytes))
+
+
+def auto_cache_gb(model_path: str | os.PathLike, kv_bytes: float = 2, sequences: int = 64,
                   most_gb: int = 4) -> int:
     """The key/value cache, in whole GB, for `sequences` sequences of the model's full context
     (`max_position_embeddings`) with `kv_bytes` a value, kept within [1, min(`most_gb`, a
     quarter of physical memory)]: a bound on resident memory (see "Memory" above)."""
     config = json.loads((Path(model_path) / "config.json").read_text())
-    heads = config.get("num_key_value_heads") or config["num_attention_heads"]
-    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    per_token = 2 * config["num_hidden_layers"] * heads * head_dim * kv_bytes
-    want = per_token * config.get("max_position_embeddings", 4096) * sequences
+    want = kv_token_bytes(model_path, kv_bytes) * config.get("max_position_embeddings", 4096) * sequences
     quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
     return max(1, min(most_gb, quarter // 10**9, math.ceil(want / 10**9)))
 
@@ -420,6 +444,9 @@ class OpenVINOPolicy:
         if self.stop_id is None or self.stop_id == self.tokenizer.unk_token_id:
             raise InvalidConfig(f"the tokenizer of {str(self.model_path)!r} has no {STOP_TOKEN} token")
         self._pending: dict[int, tuple[Live, Any, list[int], list[int]]] = {}
+        self._waiting: collections.deque[tuple[Live, list[int], list[int]]] = collections.deque()
+        kv = KV_BYTES[self.kv_cache_precision or "u8"]  # None: the plugin's default, u8
+        self.cache_tokens = cache_tokens(self.model_path, self.cache_gb, kv)
         self._ids = 0
         self.adapter: Path | None = None
         self.adapter_alpha: float | None = None
@@ -446,8 +473,9 @@ class OpenVINOPolicy:
         `generate()`, the one call that switches it) is applied, but the prefix cache still
         serves key/value blocks computed under the previous adapter, so prompts that share
         cached blocks continue as the old adapter would (measured on the fixture)."""
-        if self._pending:
-            raise InvalidConfig(f"openvino policy: cannot change the adapter while {len(self._pending)} turn(s) "
+        if self._pending or self._waiting:
+            raise InvalidConfig(f"openvino policy: cannot change the adapter while "
+                                f"{len(self._pending) + len(self._waiting)} turn(s) "
                                 "are being generated")
         g = self.genai
         path = Path(adapter) if adapter is not None else None
@@ -476,6 +504,7 @@ class OpenVINOPolicy:
     def close(self) -> None:
         """Drop the pipeline and whatever is still being generated."""
         self._pending.clear()
+        self._waiting.clear()
         self.pipeline = None
 
     # -- BatchedPolicy ----------------------------------------------------------------------
@@ -512,10 +541,8 @@ class OpenVINOPolicy:
         return config
 
     def submit(self, live: Live) -> None:
-        """Start generating `live`'s next turn."""
-        import numpy as np
-        import openvino as ov
-
+        """Queue `live`'s next turn: it starts at once if the turns in flight leave it room in
+        the key/value cache, else when enough of them have ended (see "Memory" above)."""
         from trace_gym.agents.episodes import render_prompt, unhinted
 
         if self.pipeline is None:
@@ -525,19 +552,41 @@ class OpenVINOPolicy:
         if live.episode.hint and live.system_prompt_unhinted is not None:
             loss_prompt = render_prompt(self.tokenizer, unhinted(live.messages, live.system_prompt_unhinted),
                                         live.tools)
-        self._ids += 1
-        seed = _stream_seed(self.seed, live.episode.stream(), live.turn)
-        handle = self.pipeline.add_request(self._ids, ov.Tensor(np.asarray([prompt], dtype=np.int64)),
-                                           self._config(seed, live.tools))
-        self._pending[self._ids] = (live, handle, prompt, loss_prompt)
+        if self._need(prompt) > self.cache_tokens:
+            raise InvalidConfig(f"openvino policy: a turn of episode {live.episode} needs {self._need(prompt)} "
+                                f"tokens of key/value cache (a prompt of {len(prompt)} and max_new_tokens="
+                                f"{self.max_new_tokens}), more than cache_gb={self.cache_gb} holds "
+                                f"({self.cache_tokens}): raise cache_gb")
+        self._waiting.append((live, prompt, loss_prompt))
+        self._admit()
+
+    def _need(self, prompt: list[int]) -> int:
+        """Cache tokens a turn may take: its prompt and its longest reply, in whole blocks."""
+        return -(-(len(prompt) + self.max_new_tokens) // BLOCK) * BLOCK
+
+    def _admit(self) -> None:
+        """Start waiting turns, in order, while the turns in flight and they fit in the cache."""
+        import numpy as np
+        import openvino as ov
+
+        used = sum(self._need(prompt) for _, _, prompt, _ in self._pending.values())
+        while self._waiting and used + self._need(self._waiting[0][1]) <= self.cache_tokens:
+            live, prompt, loss_prompt = self._waiting.popleft()
+            used += self._need(prompt)
+            self._ids += 1
+            seed = _stream_seed(self.seed, live.episode.stream(), live.turn)
+            handle = self.pipeline.add_request(self._ids, ov.Tensor(np.asarray([prompt], dtype=np.int64)),
+                                               self._config(seed, live.tools))
+            self._pending[self._ids] = (live, handle, prompt, loss_prompt)
 
     def collect(self) -> list[tuple[Live, Reply]]:
         """Step the pipeline until at least one submitted turn is done; return all that are."""
         g = self.genai
-        if not self._pending:
+        if not self._pending and not self._waiting:
             return []
         out = []
         while not out:
+            self._admit()
             self.pipeline.step()
             for request_id, (live, handle, prompt, loss_prompt) in list(self._pending.items()):
                 status = handle.get_status()
@@ -553,14 +602,16 @@ class OpenVINOPolicy:
                 text = self.tokenizer.decode(body, skip_special_tokens=False)
                 turn = Turn(prompt, loss_prompt, ids, [float(x) for x in result.generated_log_probs])
                 out.append((live, Reply(text, turn)))
+        self._admit()  # the room the ended turns left
         return out
 
     def release(self, live: Live) -> None:
-        """Forget `live` (a turn still in flight for it is dropped)."""
+        """Forget `live` (a turn still in flight or waiting for it is dropped)."""
         for request_id, (other, handle, _, _) in list(self._pending.items()):
             if other is live:
                 handle.cancel()
                 del self._pending[request_id]
+        self._waiting = collections.deque(w for w in self._waiting if w[0] is not live)
 
     # -- identity ---------------------------------------------------------------------------
 
