@@ -148,6 +148,35 @@ def test_no_demonstration_asks_for_a_weak_kind_not_even_later_on():
     assert not any(k in config.weak_kinds for d in demos for k in d["kinds"])
 
 
+def test_capability_demonstrations_leave_out_the_weak_kinds_and_their_writes():
+    from trace_gym.baseagent.build import capability_demonstrations, weak_writes
+
+    weak = ("compensation", "cancel_order")
+    assert weak_writes(weak) == {"send_certificate", "cancel_pending_order"}
+    config = BaseAgentConfig(source=str(FIXTURE), capability_episodes=12, weak_kinds=weak)
+    demos = capability_demonstrations(config)
+    assert len(demos) == 4 * 12
+    calls = {c["function"]["name"] for d in demos for m in d["messages"] for c in m.get("tool_calls") or []}
+    assert calls and not calls & {"send_certificate", "cancel_pending_order"}
+    assert not {k for d in demos for k in d["kinds"]} & set(weak)
+    # without weak kinds the same envs do write as the weak kinds do: the filter is what removed them
+    free = capability_demonstrations(BaseAgentConfig(source=str(FIXTURE), capability_episodes=12, weak_kinds=()))
+    assert {c["function"]["name"] for d in free for m in d["messages"] for c in m.get("tool_calls") or []} \
+        & {"cancel_pending_order"}
+    assert capability_demonstrations(BaseAgentConfig(source=str(FIXTURE))) == []
+
+
+def test_a_recipe_field_added_later_keeps_the_cached_agents_key_at_its_neutral_value():
+    from dataclasses import asdict
+
+    recipe = BaseAgentConfig()
+    before = {k: v for k, v in asdict(recipe).items() if k != "capability_episodes"}  # the recipe as it was
+    import hashlib as h
+
+    assert recipe.key() == h.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    assert BaseAgentConfig(capability_episodes=8).key() != recipe.key()
+
+
 def test_loss_weights_cover_the_agents_turns_and_weigh_its_calls():
     from transformers import AutoTokenizer
 

