@@ -331,7 +331,8 @@ def _cmd_base_agent(args: argparse.Namespace) -> int:
     # the recipe: the config's [base_agent] table (the embedded default's unless --config), then the flags
     where = config_path(args.config)
     table = load(where).get("base_agent", {})
-    tuned = {k: v for k, v in (("epochs", args.epochs), ("method", args.method), ("lr", args.lr)) if v is not None}
+    tuned = {k: v for k, v in (("epochs", args.epochs), ("method", args.method), ("lr", args.lr),
+                               ("capability_episodes", args.capability_episodes)) if v is not None}
     config = BaseAgentConfig.from_table(table, where=f"{where} [base_agent]", seed=args.seed,
                                         source=args.source, **chosen, **tuned)
     print(build_base(config, Path(args.out) if args.out else None, wheel=args.wheel, gguf=args.gguf,
@@ -535,6 +536,8 @@ def _base_agent_args(b: argparse.ArgumentParser, default_source: str | None) -> 
     g.add_argument("--method", choices=METHODS, help="full fine-tuning or LoRA merged into the weights")
     g.add_argument("--epochs", type=COUNT)
     g.add_argument("--lr", type=float)
+    g.add_argument("--capability-episodes", type=NON_NEGATIVE, help="oracle demonstrations per shipped capability "
+                   "env in the SFT mix (the weak kinds' tasks left out)")
     g = b.add_argument_group("from-scratch recipe (--from scratch)")
     g.add_argument("--preset", default="default", choices=list(PRESETS))
     g.add_argument("--steps", type=NON_NEGATIVE, help="SFT steps")

@@ -228,3 +228,14 @@ def test_the_command_line_keeps_the_recipes_weak_kinds_unless_told(monkeypatch, 
     monkeypatch.setattr(recipe, "build", lambda config, out, **kw: seen.append(config) or Path("agent"))
     assert cli.main(["base-agent", "build", "--quiet", *argv]) == 0
     assert seen[0].weak_kinds == weak and capsys.readouterr().out.strip() == "agent"
+
+
+def test_the_command_line_sets_the_capability_demonstrations(monkeypatch, capsys):
+    from trace_gym import cli
+    from trace_gym.baseagent import build as recipe
+
+    seen = []
+    monkeypatch.setattr(recipe, "build", lambda config, out, **kw: seen.append(config) or Path("agent"))
+    assert cli.main(["base-agent", "build", "--quiet"]) == 0
+    assert cli.main(["base-agent", "build", "--quiet", "--capability-episodes", "24"]) == 0
+    assert [c.capability_episodes for c in seen] == [0, 24]
