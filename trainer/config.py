@@ -21,6 +21,8 @@ LOSS_NORMALIZATION = ("sample", "token")
 BACKENDS = ("local", "vllm", "openvino")
 UPDATE_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
+EXTENDABLE = ("iterations", "checkpoint_every", "eval_every")
+"""Settings a resumed run may change: how far it goes and how often it saves and evaluates."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,10 @@ class GRPOConfig:
         require(self, "top_p", _number(self.top_p) and 0 < self.top_p <= 1, "must be a number in (0, 1]")
         for name in ("std_eps", "lr"):
             require(self, name, _number(getattr(self, name)) and getattr(self, name) > 0, "must be a number > 0")
-        for name in ("beta", "weight_decay", "max_grad_norm"):
+        for name in ("beta", "weight_decay"):
             require(self, name, _number(getattr(self, name)) and getattr(self, name) >= 0, "must be a number >= 0")
+        require(self, "max_grad_norm", _number(self.max_grad_norm) and self.max_grad_norm > 0,
+                "must be a number > 0 (gradients clipped to norm 0 would zero every update)")
         require(self, "clip_eps_high", self.clip_eps_high is None or (_number(self.clip_eps_high)
                                                                       and self.clip_eps_high >= 0),
                 "must be None or a number >= 0")
@@ -194,6 +198,16 @@ class GRPOConfig:
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
+
+    def trained(self) -> dict[str, Any]:
+        """The settings that decide what the iterations already run trained: every field but
+        `EXTENDABLE` (an iteration does not depend on how many follow it; the learning rate is
+        constant). A run resumes under another value of those, and only of those."""
+        return {k: v for k, v in self.to_json().items() if k not in EXTENDABLE}
+
+    def resume_key(self) -> str:
+        """A digest of `trained`: what a checkpoint must match to be resumed."""
+        return hashlib.sha256(json.dumps(self.trained(), sort_keys=True).encode()).hexdigest()[:12]
 
     @classmethod
     def from_toml(cls, path: str | Path, **overrides: Any) -> GRPOConfig:

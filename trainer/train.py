@@ -149,7 +149,7 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     check_env_allowed(config.env_id, allow_unaudited)
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
-    start, state = 0, {"config_key": config.key(), "best": None}
+    start, state = 0, {"config_key": config.key(), "resume_key": config.resume_key(), "best": None}
     found = checkpoint.latest(out)
     if found is not None and not resume:
         raise TraceGymError(f"{out} already holds a training run ({found.name}); pass --resume to continue it, "
@@ -159,15 +159,26 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     if found is not None:
         state = checkpoint.load(found, model, optimizer)
-        if state.get("config_key") != config.key():
+        # a run extended (more iterations, other checkpoint or evaluation intervals) resumes;
+        # one whose trained settings changed is refused, naming them (a checkpoint written
+        # before resume keys existed must match whole)
+        same = state.get("resume_key") == config.resume_key() if "resume_key" in state \
+            else state.get("config_key") == config.key()
+        if not same:
             from trace_gym.runs import differences
+            from trace_gym.trainer.config import EXTENDABLE
 
             saved = out / "config.json"
             before = json.loads(saved.read_text()) if saved.is_file() else {}
+            changed = [d for d in differences(before, config.to_json()) if d.split(":")[0] not in EXTENDABLE]
             raise TraceGymError(f"{out}: cannot resume under another configuration: "
-                                + "; ".join(differences(before, config.to_json()) or ["its key differs"]))
+                                + "; ".join(changed or ["its key differs"]))
+        if state["iteration"] + 1 > config.iterations:
+            raise TraceGymError(f"{out}: cannot resume to iterations={config.iterations}: the run has already "
+                                f"trained {state['iteration'] + 1}")
         start = state["iteration"] + 1
-        say(f"resuming {out} after iteration {start}")
+        state["config_key"], state["resume_key"] = config.key(), config.resume_key()
+        say(f"resuming {out} after iteration {start} of {config.iterations}")
     write_json_atomic(out / "config.json", config.to_json())
     backend = make_backend(config, model, tokenizer, out, base=base)
     evaluator = make_backend(config, model, tokenizer, out, temperature=0.0, base=base) if config.eval_every else None

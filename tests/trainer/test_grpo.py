@@ -139,6 +139,9 @@ def test_config_refuses_bad_values_naming_them():
         GRPOConfig(temperature=0.0)
     with pytest.raises(InvalidConfig, match="unknown key\\(s\\) group; allowed"):
         GRPOConfig.from_dict({"group": 3})
+    for norm in (0, 0.0, -1.0):  # clipping to norm 0 zeroes every update
+        with pytest.raises(InvalidConfig, match=f"max_grad_norm={norm!r} is invalid: must be a number > 0"):
+            GRPOConfig(max_grad_norm=norm)
 
 
 # -- on the fixture model --------------------------------------------------------------------
@@ -287,6 +290,26 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
     record = json.loads((tmp_path / "whole" / "adapter" / "trace_gym_adapter.json").read_text())
     assert record["env_id"] == config.env_id and "--enable-lora" in record["serve"]
     assert record["base_model_sha256"] and record["metrics"]["iteration"] == 3
+
+
+def test_a_run_extended_with_more_iterations_resumes_to_the_longer_run(tmp_path):
+    """Resume continues to a larger --iterations; it refuses, by name, only a setting that
+    changes what was trained, and a count below what was trained."""
+    from trace_gym.trainer.train import train
+
+    whole = [json.loads(line) for line in (train(_config(), FIXTURE, tmp_path / "whole", log=None).parent
+                                           / "metrics.jsonl").read_text().splitlines()]
+    train(_config(iterations=2), FIXTURE, tmp_path / "short", log=None)
+    with pytest.raises(TraceGymError, match=r"another configuration: lr: 0.006 -> 0.001$"):
+        train(_config(iterations=4, lr=1e-3), FIXTURE, tmp_path / "short", resume=True, log=None)
+    with pytest.raises(TraceGymError, match="cannot resume to iterations=1: the run has already trained 2"):
+        train(_config(iterations=1), FIXTURE, tmp_path / "short", resume=True, log=None)
+    train(_config(iterations=4, checkpoint_every=1), FIXTURE, tmp_path / "short", resume=True, log=None)
+    extended = [json.loads(line) for line in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in extended] == [0, 1, 2, 3]
+    assert _strip(extended) == _strip(whole)
+    a = (tmp_path / "whole" / "adapter" / "adapter_model.safetensors").read_bytes()
+    assert a == (tmp_path / "short" / "adapter" / "adapter_model.safetensors").read_bytes()
 
 
 def test_a_generated_env_without_a_passing_audit_is_refused(tmp_path, monkeypatch):
