@@ -17,7 +17,7 @@ from trace_gym.errors import InvalidConfig
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADVANTAGE_STD = ("group", "batch")
-LOSS_NORMALIZATION = ("sample", "token")
+LOSS_NORMALIZATION = ("sample", "turn", "token")
 BACKENDS = ("local", "vllm", "openvino")
 UPDATE_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
@@ -64,8 +64,10 @@ class GRPOConfig:
     beta: float = 0.0
     """KL penalty weight against the adapter-disabled model (paper: none)."""
     loss_normalization: str = "sample"
-    """'sample': each sample's tokens averaged, then the samples (GRPO's 1/G sum 1/|o_i|);
-    'token': every token of the batch weighs the same (DAPO)."""
+    """'sample': each episode's tokens averaged (every agent turn of it: GRPO's o_i), then the
+    episodes (1/G sum 1/|o_i|); 'turn': each agent turn's tokens averaged, then the turns (a
+    long episode of many turns weighs more); 'token': every token of the batch weighs the
+    same (DAPO)."""
     lr: float = 1e-5
     """AdamW learning rate (paper: 1e-5), constant."""
     weight_decay: float = 0.0

@@ -18,7 +18,9 @@ One iteration, as the paper describes it:
        policy = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps_high) * A),  ratio = p_new / p_old,
    plus, when beta > 0, beta * KL(new || adapter-disabled model) (the k3 estimator);
        loss = policy + beta * kl,
-   averaged per sample then over samples (or over all tokens). AdamW, the gradient's norm
+   averaged over each episode's tokens (every turn the agent wrote: GRPO's o_i), then over
+   the episodes, 1/G sum_i 1/|o_i| sum_t (`loss_normalization = "sample"`; "turn" averages
+   per turn then over turns, "token" over all tokens, as DAPO). AdamW, the gradient's norm
    clipped at 1.0, `steps_per_batch` steps on the batch.
 
 Where this departs from the paper, or fixes what it leaves open:
@@ -178,9 +180,11 @@ class Batch:
 
 def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], float],
                normalization: str = "sample", old_logp: str = "sampler") -> Batch:
-    sequences, prompts, old, hinted, advantage, sample_of = [], [], [], [], [], []
+    sequences, prompts, old, hinted, advantage, turn_of, episode_of = [], [], [], [], [], [], []
+    episodes = 0
     for seed in sorted(groups):
         for r in sorted(groups[seed], key=lambda r: r.request.sample):
+            played = False
             for turn in r.turns:
                 if not turn.completion_ids:
                     continue
@@ -189,12 +193,18 @@ def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], floa
                 old += turn.logprobs
                 hinted += [r.request.hint] * len(turn.completion_ids)
                 advantage += [adv[(seed, r.request.sample)]] * len(turn.completion_ids)
-                sample_of += [len(sequences) - 1] * len(turn.completion_ids)
-    counts = np.bincount(sample_of, minlength=len(sequences)) if sample_of else np.zeros(0)
-    if normalization == "sample":
-        weight = [1.0 / (len(sequences) * counts[i]) for i in sample_of]
+                turn_of += [len(sequences) - 1] * len(turn.completion_ids)
+                episode_of += [episodes] * len(turn.completion_ids)
+                played = True
+            episodes += played
+    if normalization == "sample":  # 1/G sum_i 1/|o_i|, o_i every token the agent wrote in episode i
+        counts = np.bincount(episode_of, minlength=episodes)
+        weight = [1.0 / (episodes * counts[i]) for i in episode_of]
+    elif normalization == "turn":
+        counts = np.bincount(turn_of, minlength=len(sequences))
+        weight = [1.0 / (len(sequences) * counts[i]) for i in turn_of]
     else:
-        weight = [1.0 / max(1, len(sample_of))] * len(sample_of)
+        weight = [1.0 / max(1, len(turn_of))] * len(turn_of)
     hint = torch.tensor(hinted, dtype=torch.bool)
     trainer_old = torch.ones_like(hint) if old_logp == "trainer" else hint
     return Batch(sequences, prompts, torch.tensor(old, dtype=torch.float32), trainer_old, ~hint,

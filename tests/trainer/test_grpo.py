@@ -119,13 +119,18 @@ def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
     assert (grpo.k3_kl(torch.tensor([-0.5, -3.0]), ref) > 0).all()
 
 
-def test_sample_normalisation_weighs_each_sample_once():
+def test_sample_normalisation_is_grpos_one_over_g_sum_one_over_o_i():
+    """An episode of two turns (2 + 4 tokens) and one of one turn (2 tokens): GRPO weighs each
+    episode once, each of its tokens 1 / (G |o_i|)."""
     groups = grpo.group_by_seed([_rollout(1, 0, 0.0), _rollout(1, 1, 1.0)], 2)
     groups[1][0].turns.append(Turn([1], [1], [7, 8, 9, 10], [-1.0] * 4))
     adv = grpo.advantages(groups)
     batch = grpo.samples_of(groups, adv, "sample")
     assert len(batch.sequences) == 3 and batch.weight.sum().item() == pytest.approx(1.0)
-    assert batch.weight.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 12, 1 / 12, 1 / 12, 1 / 12, 1 / 6, 1 / 6])
+    assert batch.weight.tolist() == pytest.approx([1 / 12] * 6 + [1 / 4] * 2)
+    assert GRPOConfig().loss_normalization == "sample"  # the documented one is the default
+    turn = grpo.samples_of(groups, adv, "turn")  # per turn, then over turns
+    assert turn.weight.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 12, 1 / 12, 1 / 12, 1 / 12, 1 / 6, 1 / 6])
     token = grpo.samples_of(groups, adv, "token")
     assert token.weight.tolist() == pytest.approx([1 / 8] * 8)
 
