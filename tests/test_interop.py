@@ -94,3 +94,37 @@ def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
     assert len(logs) == 2 and any(h["reward_std"] > 0 for h in logs)
     moved = [n for n, p in trainer.model.named_parameters() if n in before and not torch.equal(p, before[n])]
     assert moved
+
+
+def _readme_trl_block() -> str:
+    """The python block of the README's "Other trainers" section."""
+    import re
+
+    section = (REPO / "README.md").read_text().split("### Other trainers", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    assert len(blocks) == 1, "the section shows one python block"
+    return blocks[0]
+
+
+def test_the_readmes_trl_example_runs_as_written(tmp_path, monkeypatch):
+    """The README's block itself, on the committed fixture: only the model path, the output
+    directory, the step count and the machine's flags are replaced (each replacement must
+    find its text, so an edited README fails here until this follows it)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    code = _readme_trl_block()
+    for old, new in (('"path/to/model"', repr(str(FIXTURE))), ('output_dir="runs/trl"', f'output_dir={str(tmp_path)!r}'),
+                     ("max_steps=20)", "max_steps=1, max_completion_length=256, use_cpu=True, report_to='none', "
+                                       "save_strategy='no', bf16=False)")):
+        assert code.count(old) == 1, f"the README's TRL example no longer has {old}"
+        code = code.replace(old, new)
+    namespace: dict = {}
+    exec(compile(code, "README.md (Other trainers)", "exec"), namespace)
+    trainer = namespace["trainer"]
+    assert trainer.state.global_step == 1
+    assert namespace["env_id"] == "trace/precondition_verification-v0"
+    rewards = [h for h in trainer.state.log_history if "reward" in h]
+    assert rewards and 0.0 <= rewards[0]["reward"] <= 1.0
