@@ -2,13 +2,23 @@
 
 Start each server with LoRA enabled and runtime updates allowed:
 
-    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora --max-lora-rank 16
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora --max-lora-rank 16 \
+        --logprobs-mode processed_logprobs
 
 and name them in `VLLM_BASE_URLS` (comma-separated, e.g. `http://gpu0:8000/v1,http://gpu1:8000/v1`).
 Before each iteration's rollouts the trainer saves its adapter to a directory every server
 can read (`adapter_dir`), unloads the previous iteration's adapter (`POST
 /v1/unload_lora_adapter`) and loads the new one under a new name (`POST
-/v1/load_lora_adapter`), so no server ever serves a stale copy under the current name.
+/v1/load_lora_adapter`), so no server ever serves a stale copy under the current name. A
+name is the run's (a digest of its adapter directory) and the iteration's, so runs sharing
+a server do not meet, and a resumed run unloads the name it is about to load first (the
+killed run may have loaded it: vLLM answers 400 "already loaded").
+
+**Log-probabilities.** The trainer's p_old is log_softmax(logits / T); vLLM reports
+log_softmax(logits), before the temperature, unless it serves with `--logprobs-mode
+processed_logprobs`. At T = 1 the two agree, so the mode would go unnoticed; after the first
+adapter is loaded the backend probes every server at T = 0.5 (`PROBE_TEMPERATURE`) and
+refuses one whose log-probabilities are nearer the raw ones than the processed ones.
 
 Each agent turn is one `POST /v1/completions` whose prompt is the chat template's token ids
 (the same ones the loss conditions on), with `return_token_ids` and `logprobs: 0`: the
@@ -37,6 +47,9 @@ from trace_gym.agents.episodes import render_prompt, unhinted
 from trace_gym.driver import Episode, Live, Played, Reply, Turn, play_in_order
 from trace_gym.errors import InvalidConfig, TraceGymError
 
+PROBE_TEMPERATURE = 0.5
+"""The temperature of the start-up probe of the servers' log-probability mode (any T != 1)."""
+
 
 def base_urls(value: str | None = None) -> list[str]:
     """The servers of `VLLM_BASE_URLS` (or `value`), each ending in /v1."""
@@ -60,6 +73,11 @@ class VLLMBackend:
         self.workers, self.timeout, self.retries = workers, timeout, retries
         self.stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.served: str | None = None
+        self.probed = False
+        import hashlib
+
+        # the run's tag: its adapter directory, so that two runs on one server never share a name
+        self.tag = hashlib.sha256(str(self.adapter_dir.resolve()).encode()).hexdigest()[:8]
 
     @classmethod
     def from_env(cls, config: Any, tokenizer: Any, adapter_dir: Path, temperature: float | None = None,
@@ -71,14 +89,47 @@ class VLLMBackend:
     # -- the adapter --------------------------------------------------------------------------
 
     def sync(self, model: Any, iteration: int) -> None:
-        name = f"{self.name}-it{iteration}"
+        name = f"{self.name}-{self.tag}-it{iteration}"
         path = self.adapter_dir / name
         model.save_pretrained(path)
         for url in self.urls:
             if self.served is not None:
                 self._post(url, "/unload_lora_adapter", {"lora_name": self.served}, missing_ok=True)
+            elif not self.probed:  # a resumed run: the killed one may have loaded this very name
+                self._post(url, "/unload_lora_adapter", {"lora_name": name}, missing_ok=True)
             self._post(url, "/load_lora_adapter", {"lora_name": name, "lora_path": str(path.resolve())})
         self.served = name
+        if not self.probed:
+            for url in self.urls:
+                self.check_logprobs_mode(model, url)
+            self.probed = True
+
+    def check_logprobs_mode(self, model: Any, url: str) -> None:
+        """Refuse a server whose log-probabilities at T = `PROBE_TEMPERATURE` are nearer
+        log_softmax(logits) than log_softmax(logits / T), the trainer's (see above)."""
+        import torch
+
+        prompt = render_prompt(self.tokenizer, [{"role": "user", "content": "Hello! Can you help me?"}], [])
+        out = self._post(url, "/completions", {
+            "model": self.served, "prompt": prompt, "max_tokens": 8, "temperature": PROBE_TEMPERATURE,
+            "top_p": 1.0, "n": 1, "seed": 0, "skip_special_tokens": False, "return_token_ids": True, "logprobs": 0})
+        choice = out["choices"][0]
+        tokens, served = list(choice["token_ids"]), [float(x) for x in choice["logprobs"]["token_logprobs"]]
+        if not tokens:
+            return
+        device = next(model.parameters()).device
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + tokens], device=device)).logits[0, len(prompt) - 1:-1].float()
+        index = torch.tensor(tokens, device=device)[:, None]
+        processed = torch.log_softmax(logits / PROBE_TEMPERATURE, -1).gather(1, index)[:, 0].tolist()
+        raw = torch.log_softmax(logits, -1).gather(1, index)[:, 0].tolist()
+        to_processed = sum(abs(a - b) for a, b in zip(served, processed)) / len(tokens)
+        to_raw = sum(abs(a - b) for a, b in zip(served, raw)) / len(tokens)
+        if to_raw < to_processed:
+            raise TraceGymError(
+                f"vLLM server {url} reports log-probabilities before the temperature (at T = {PROBE_TEMPERATURE} "
+                f"they are {to_raw:.4f} nats from log_softmax(logits) and {to_processed:.4f} from "
+                "log_softmax(logits / T), the trainer's): start it with --logprobs-mode processed_logprobs")
 
     # -- generation ---------------------------------------------------------------------------
 

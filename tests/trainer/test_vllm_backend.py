@@ -31,27 +31,66 @@ def test_base_urls_come_from_the_environment(monkeypatch):
         base_urls()
 
 
+def _vllm_config(**kw):
+    base = dict(env_id=register(), env_kwargs={}, iterations=2, groups=2, group_size=4, max_new_tokens=8,
+                threads=1, lr=1e-2, backend="vllm", min_informative=0.0, checkpoint_every=2, batch_episodes=4,
+                temperature=0.7)
+    return GRPOConfig(**{**base, **kw})
+
+
 def test_training_through_two_servers_hot_swaps_the_adapter(tmp_path, monkeypatch):
+    """At T = 0.7 the servers' log-probabilities (processed, after the temperature) are the
+    trainer's log_softmax(logits / T): dropping the temperature on either side fails here."""
+    import re
+
     from trace_gym.trainer.train import train
 
-    with FakeVLLM(FIXTURE) as a, FakeVLLM(FIXTURE) as b:
+    with FakeVLLM(FIXTURE, "processed_logprobs") as a, FakeVLLM(FIXTURE, "processed_logprobs") as b:
         monkeypatch.setenv("VLLM_BASE_URLS", f"{a.url},{b.url}")
-        config = GRPOConfig(env_id=register(), env_kwargs={}, iterations=2, groups=2, group_size=4,
-                            max_new_tokens=8, threads=1, lr=1e-2, backend="vllm", min_informative=0.0,
-                            checkpoint_every=2, batch_episodes=4)
-        train(config, FIXTURE, tmp_path / "run", log=None)
+        train(_vllm_config(), FIXTURE, tmp_path / "run", log=None)
         for server in (a, b):
-            assert server.events == [("load", "trace-adapter-it0"), ("unload", "trace-adapter-it0"),
-                                     ("load", "trace-adapter-it1")]
+            assert [e[0] for e in server.events] == ["load", "unload", "load"]
+            names = [e[1] for e in server.events]
+            assert re.fullmatch(r"trace-adapter-[0-9a-f]{8}-it0", names[0]) and names[1] == names[0]
+            assert names[2] == names[0].replace("-it0", "-it1")
             assert server.completions and all(isinstance(c["prompt"], list) and c["return_token_ids"]
                                               and c["logprobs"] == 0 for c in server.completions)
         models = [c["model"] for c in a.completions + b.completions]
-        assert set(models) == {"trace-adapter-it0", "trace-adapter-it1"}
+        assert set(models) == {names[0], names[2]}
         rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
         assert [r["episodes/total"] for r in rows] == [8, 8]
         # the servers run the trainer's own weights: their log-probabilities are the trainer's
         informative = [r for r in rows if "loss/logp_mismatch" in r]
         assert informative and all(r["loss/logp_mismatch"] < 1e-4 for r in informative)
+
+
+def test_a_server_reporting_raw_logprobs_is_refused_at_start(tmp_path, monkeypatch):
+    from trace_gym.trainer.train import train
+
+    with FakeVLLM(FIXTURE) as server:  # vLLM's default mode: before the temperature
+        monkeypatch.setenv("VLLM_BASE_URLS", server.url)
+        with pytest.raises(TraceGymError, match="start it with --logprobs-mode processed_logprobs"):
+            train(_vllm_config(temperature=1.0), FIXTURE, tmp_path / "run", log=None)
+        assert not [c for c in server.completions if c["temperature"] == 1.0]  # refused before any rollout
+
+
+def test_a_resumed_vllm_run_reloads_the_adapter_its_killed_run_left_loaded(tmp_path, monkeypatch):
+    from trace_gym.trainer.train import train
+
+    def crash(row):
+        raise KeyboardInterrupt  # after iteration 0, before its checkpoint
+
+    with FakeVLLM(FIXTURE, "processed_logprobs") as server:
+        monkeypatch.setenv("VLLM_BASE_URLS", server.url)
+        config = _vllm_config(checkpoint_every=1)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, FIXTURE, tmp_path / "run", log=None, on_iteration=crash)
+        left = set(server.adapters)
+        assert len(left) == 1
+        train(config, FIXTURE, tmp_path / "run", resume=True, log=None)
+        kinds = [e[0] for e in server.events]
+        assert kinds == ["load", "unload", "load", "unload", "load"]  # the name unloaded, then loaded again
+        assert server.events[1][1] == server.events[2][1] == left.pop()
 
 
 def test_a_server_error_is_named(tmp_path, monkeypatch):
