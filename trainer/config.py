@@ -20,6 +20,7 @@ ADVANTAGE_STD = ("group", "batch")
 LOSS_NORMALIZATION = ("sample", "turn", "token")
 BACKENDS = ("local", "vllm", "openvino")
 UPDATE_DTYPES = ("float32", "bfloat16", "auto")
+MODEL_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
 EXTENDABLE = ("iterations", "checkpoint_every", "eval_every")
 """Settings a resumed run may change: how far it goes and how often it saves and evaluates."""
@@ -108,6 +109,10 @@ class GRPOConfig:
     this process, the adapter fused into it each iteration: the fastest on CPU; p_old is
     then the trainer's) or 'vllm' (OpenAI-compatible servers in VLLM_BASE_URLS that
     hot-swap the adapter)."""
+    model_dtype: str = "float32"
+    """Precision of the frozen base weights: 'float32', 'bfloat16' (half the memory: the
+    paper's 30B model does not fit a GPU in fp32; the adapter's own weights stay fp32), or
+    'auto' (bfloat16 on CUDA, float32 on CPU, where bf16 weights only save memory)."""
     update_dtype: str = "float32"
     """Precision of the update's matrix products: 'float32', 'bfloat16' (torch autocast: the
     weights, the adapter, the gradients and AdamW stay fp32, the log-softmax runs in fp32),
@@ -151,7 +156,8 @@ class GRPOConfig:
                                                                       and self.clip_eps_high >= 0),
                 "must be None or a number >= 0")
         for name, allowed in (("advantage_std", ADVANTAGE_STD), ("loss_normalization", LOSS_NORMALIZATION),
-                              ("backend", BACKENDS), ("old_logp", OLD_LOGP), ("update_dtype", UPDATE_DTYPES)):
+                              ("backend", BACKENDS), ("old_logp", OLD_LOGP), ("update_dtype", UPDATE_DTYPES),
+                              ("model_dtype", MODEL_DTYPES)):
             require(self, name, getattr(self, name) in allowed, f"allowed: {', '.join(allowed)}")
         bad = [t for t in self.lora_targets if not isinstance(t, str) or not t]
         require(self, "lora_targets", (self.lora_targets or self.lora_target_parameters) and not bad,
@@ -170,6 +176,14 @@ class GRPOConfig:
         if self.device == "auto":
             return "cuda" if torch.cuda.is_available() else "cpu"
         return self.device
+
+    def torch_dtype(self) -> Any:
+        """The base weights' torch dtype (`model_dtype` resolved for the device)."""
+        import torch
+
+        if self.model_dtype == "auto":
+            return torch.bfloat16 if self.torch_device().startswith("cuda") else torch.float32
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.model_dtype]
 
     def autocast(self) -> bool:
         """Whether the update runs under bf16 autocast (`update_dtype` resolved for this machine)."""

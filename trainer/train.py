@@ -53,7 +53,7 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
         raise InvalidConfig(f"--base {str(base)!r} is not a model directory (no config.json); build the base agent "
                             "with `trace-gym base-agent build`")
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).to(config.torch_device())
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=config.torch_dtype()).to(config.torch_device())
     torch.manual_seed(config.seed)  # LoRA's A is drawn from the global generator
     model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
                                              lora_dropout=config.lora_dropout,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -99,6 +100,11 @@ class VLLMBackend:
                 self._post(url, "/unload_lora_adapter", {"lora_name": name}, missing_ok=True)
             self._post(url, "/load_lora_adapter", {"lora_name": name, "lora_path": str(path.resolve())})
         self.served = name
+        # only the adapter being served is kept (a killed run's leftovers too): at model scale
+        # every iteration's copy would fill the disk
+        for old in self.adapter_dir.glob(f"{self.name}-{self.tag}-it*"):
+            if old != path:
+                shutil.rmtree(old, ignore_errors=True)
         if not self.probed:
             for url in self.urls:
                 self.check_logprobs_mode(model, url)

@@ -317,6 +317,19 @@ def test_a_run_extended_with_more_iterations_resumes_to_the_longer_run(tmp_path)
     assert a == (tmp_path / "short" / "adapter" / "adapter_model.safetensors").read_bytes()
 
 
+def test_the_base_weights_take_the_configs_dtype_and_the_adapter_stays_fp32(tmp_path):
+    from trace_gym.trainer.train import load_model, train
+
+    model, _ = load_model(FIXTURE, _config(model_dtype="bfloat16"))
+    kinds = {("lora_" in n, p.dtype) for n, p in model.named_parameters()}
+    assert kinds == {(False, torch.bfloat16), (True, torch.float32)}
+    assert _config(model_dtype="auto").torch_dtype() == torch.float32  # on CPU
+    assert GRPOConfig.from_toml(REPO / "configs" / "gpu-qwen3-30b-a3b.toml").model_dtype == "bfloat16"
+    train(_config(model_dtype="bfloat16", iterations=1), FIXTURE, tmp_path / "run", log=None)  # it trains
+    with pytest.raises(InvalidConfig, match="model_dtype='float16' is invalid: allowed: float32, bfloat16, auto"):
+        GRPOConfig(model_dtype="float16")
+
+
 def test_a_generated_env_without_a_passing_audit_is_refused(tmp_path, monkeypatch):
     from trace_gym.registry import _ENTRIES, EnvEntry
     from trace_gym.trainer.train import check_env_allowed

@@ -57,6 +57,8 @@ def test_training_through_two_servers_hot_swaps_the_adapter(tmp_path, monkeypatc
                                               and c["logprobs"] == 0 for c in server.completions)
         models = [c["model"] for c in a.completions + b.completions]
         assert set(models) == {names[0], names[2]}
+        # only the adapter last served is kept on disk
+        assert [d.name for d in (tmp_path / "run" / "served_adapters").iterdir()] == [names[2]]
         rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
         assert [r["episodes/total"] for r in rows] == [8, 8]
         # the servers run the trainer's own weights: their log-probabilities are the trainer's
