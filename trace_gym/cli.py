@@ -468,7 +468,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
                                 "`trace-gym base-agent build` or pass --base DIR")
     train(config, base, Path(args.out), resume=args.resume, allow_unaudited=args.allow_unaudited,
           log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
-    print(Path(args.out) / "adapter")
+    from trace_gym.trainer.distributed import world
+
+    if world()[0] == 0:  # under torchrun, one line for the run
+        print(Path(args.out) / "adapter")
     return 0
 
 

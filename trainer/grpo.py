@@ -62,6 +62,7 @@ import torch
 from trace_gym.agents.episodes import Backend, Request, Rollout
 from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.seeding import SPLITS
+from trace_gym.trainer import distributed
 from trace_gym.trainer.config import GRPOConfig
 
 VALIDATION_SEEDS = 100_000
@@ -145,7 +146,7 @@ def collect(config: GRPOConfig, backend: Backend, iteration: int) -> tuple[dict[
     for round_ in range(config.max_resample_rounds + 1):
         n = config.groups if round_ == 0 else config.groups - len(informative)
         seeds = draw_seeds(config, iteration, round_, n, taken)
-        rollouts = backend.play(requests_for(config, seeds, iteration))
+        rollouts = distributed.play_sharded(backend.play, requests_for(config, seeds, iteration))
         played += rollouts
         groups = group_by_seed(rollouts, config.group_size)
         constant = [s for s in seeds if is_constant(groups[s])]
@@ -231,9 +232,14 @@ def k3_kl(logp: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 
 def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: GRPOConfig,
            params: list[torch.nn.Parameter]) -> dict[str, float]:
-    """`steps_per_batch` optimiser steps on the batch; the loss's metrics of the first step."""
+    """`steps_per_batch` optimiser steps on the batch; the loss's metrics of the first step.
+    Under data parallelism (`trainer.distributed`) this process runs its share of the samples
+    and the gradients are summed over the processes."""
     run = shared_prefix if config.shared_prefix else per_sample
     device = next(p for p in model.parameters()).device
+    rank, size = distributed.world()
+    if size > 1:
+        batch = distributed.shard(batch, rank, size)
     batch = Batch(batch.sequences, batch.prompt_lengths, batch.old_logp.to(device), batch.trainer_old.to(device),
                   batch.sampled.to(device), batch.advantage.to(device), batch.weight.to(device))
     precision = torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.autocast())
@@ -268,18 +274,21 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             return (loss * w).sum()
 
         optimizer.zero_grad(set_to_none=True)
-        logp = run(model, batch.sequences, batch.prompt_lengths, token_loss, temperature=config.temperature)
+        logp = run(model, batch.sequences, batch.prompt_lengths, token_loss, temperature=config.temperature) \
+            if batch.sequences else old.new_zeros(0)
+        distributed.sum_gradients(params)  # no-op in one process
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm))
         optimizer.step()
         if step == 0:
             old = torch.where(batch.trainer_old, logp, old)
             sampler = batch.sampled
-            n = len(logp)
+            gap = float((logp[sampler] - batch.old_logp[sampler]).abs().sum())
+            policy, kl, clipped, n, gap, compared = distributed.sum_floats(
+                [sums["policy"], sums["kl"], sums["clipped"], len(logp), gap, float(sampler.sum())])
             metrics = {
-                "loss/policy": sums["policy"], "loss/kl": sums["kl"],
-                "loss/clip_fraction": sums["clipped"] / max(1, n), "loss/grad_norm": grad_norm,
-                "loss/logp_mismatch": float((logp[sampler] - batch.old_logp[sampler]).abs().mean())
-                if sampler.any() else 0.0,
+                "loss/policy": policy, "loss/kl": kl,
+                "loss/clip_fraction": clipped / max(1, n), "loss/grad_norm": grad_norm,
+                "loss/logp_mismatch": gap / compared if compared else 0.0,
                 "tokens/completion": float(n),
             }
     optimizer.zero_grad(set_to_none=True)

@@ -73,10 +73,13 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
         return VLLMBackend.from_env(config, tokenizer, out / "served_adapters", temperature,
                                     name="trace-adapter" if temperature is None else "trace-adapter-eval")
     if config.backend == "openvino":
+        from trace_gym.trainer.distributed import world
         from trace_gym.trainer.openvino import OpenVINOBackend
 
-        return OpenVINOBackend(base, config.env_id, config.env_kwargs, adapter_dir=out / "served_adapters" / (
-            "rollouts" if temperature is None else "eval"),
+        rank, size = world()
+        served = out / "served_adapters" / ("rollouts" if temperature is None else "eval")
+        return OpenVINOBackend(base, config.env_id, config.env_kwargs,
+                               adapter_dir=served / f"rank{rank}" if size > 1 else served,
             temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
             max_new_tokens=config.max_new_tokens, seed=config.seed, threads=config.threads,
             in_flight=config.batch_episodes)
@@ -92,8 +95,10 @@ def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> di
     from trace_gym.agents.episodes import Request
     from trace_gym.trainer.grpo import validation_seeds
 
+    from trace_gym.trainer.distributed import play_sharded
+
     backend.sync(model, iteration)
-    rollouts = backend.play([Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
+    rollouts = play_sharded(backend.play, [Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
     return {"val/mean_reward": sum(r.reward for r in rollouts) / len(rollouts),
             "val/pass_rate": sum(r.passed for r in rollouts) / len(rollouts)}
 
@@ -144,9 +149,17 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     from trace_gym.trainer.grpo import iteration
     from trace_gym.trainer.metrics import MetricsLog, summary_table
 
-    say = log or (lambda message: None)
+    from trace_gym.trainer import distributed
+
     base, out = Path(base), Path(out)
     check_env_allowed(config.env_id, allow_unaudited)
+    rank, size = distributed.init_from_env(config.torch_device())  # several processes under torchrun
+    if size > 1 and config.backend == "vllm":
+        raise InvalidConfig("the vllm backend spreads rollouts over its servers: train it in one process "
+                            f"(this one is 1 of {size})")
+    lead = rank == 0  # only rank 0 writes the run directory and reports
+    log = log if lead else None
+    say = log or (lambda message: None)
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     start, state = 0, {"config_key": config.key(), "resume_key": config.resume_key(), "best": None}
@@ -179,13 +192,15 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         start = state["iteration"] + 1
         state["config_key"], state["resume_key"] = config.key(), config.resume_key()
         say(f"resuming {out} after iteration {start} of {config.iterations}")
-    write_json_atomic(out / "config.json", config.to_json())
+    if lead:
+        write_json_atomic(out / "config.json", config.to_json())
     backend = make_backend(config, model, tokenizer, out, base=base)
     evaluator = make_backend(config, model, tokenizer, out, temperature=0.0, base=base) if config.eval_every else None
-    metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None)
+    metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None) \
+        if lead else None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    row: dict[str, Any] = metrics_log.rows[-1] if metrics_log.rows else {}
+    row: dict[str, Any] = metrics_log.rows[-1] if metrics_log is not None and metrics_log.rows else {}
     progress = Progress(TextColumn(f"GRPO {config.env_id}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), disable=log is None)
     try:
@@ -197,16 +212,21 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                     row.update(evaluate(config, evaluator, model, i))
                     if state["best"] is None or row["val/mean_reward"] > state["best"]["val/mean_reward"]:
                         state["best"] = {"iteration": i, "val/mean_reward": row["val/mean_reward"]}
-                        export_adapter(model, out / "best", config, base, row)
-                metrics_log.write(row)
+                        if lead:
+                            export_adapter(model, out / "best", config, base, row)
+                if lead:
+                    metrics_log.write(row)
                 if on_iteration is not None:
                     on_iteration(row)
-                progress.console.print(summary_table(row, config.iterations))
+                if log is not None:
+                    progress.console.print(summary_table(row, config.iterations))
                 progress.update(task, advance=1, reward=f"reward {row['reward/mean']:.3f}")
-                if (i + 1) % config.checkpoint_every == 0 or i + 1 == config.iterations:
+                if lead and ((i + 1) % config.checkpoint_every == 0 or i + 1 == config.iterations):
                     checkpoint.save(out, i, model, optimizer, state)
     finally:
-        metrics_log.close()
-    adapter = export_adapter(model, out / "adapter", config, base, row)
+        if metrics_log is not None:
+            metrics_log.close()
+    adapter = export_adapter(model, out / "adapter", config, base, row) if lead else out / "adapter"
+    distributed.barrier()  # every process returns once the adapter is written
     say(f"adapter: {adapter}")
     return adapter

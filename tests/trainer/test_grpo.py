@@ -451,3 +451,47 @@ def test_update_dtype_runs_the_updates_products_in_bf16_and_keeps_the_weights_fp
     assert not GRPOConfig(device="cpu").autocast()
     with pytest.raises(InvalidConfig, match="update_dtype='float16' is invalid: allowed: float32, bfloat16, auto"):
         GRPOConfig(update_dtype="float16")
+
+
+# -- data parallel ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config_kw", [{}, {"steps_per_batch": 2, "beta": 0.1}])
+def test_two_processes_take_the_update_one_process_takes(tmp_path, config_kw):
+    """torch.distributed (gloo): each process runs its share of the samples and the gradients
+    are summed, so both replicas end where one process on the whole batch ends."""
+    import torch.multiprocessing as mp
+
+    from tests.trainer import dp_worker
+
+    alone = dp_worker.update_once(config_kw)
+    mp.spawn(dp_worker.main, args=(2, str(tmp_path / "init"), str(tmp_path), config_kw), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    for result in ranks:
+        # the same step within float rounding: Adam divides by the gradient's scale, so a sum
+        # in another order moves a weight whose gradient is near zero by up to ~1e-5 (of a
+        # step of lr = 1e-2); the two steps differ by less than a thousandth of the step
+        step = torch.cat([(w - alone["start"][n]).flatten() for n, w in alone["weights"].items()])
+        gap = torch.cat([(result["weights"][n] - w).flatten() for n, w in alone["weights"].items()])
+        assert step.norm() > 0 and gap.norm() < 1e-3 * step.norm(), (float(gap.norm()), float(step.norm()))
+        for key in ("loss/policy", "loss/kl", "loss/clip_fraction", "tokens/completion", "loss/grad_norm"):
+            assert result["metrics"][key] == pytest.approx(alone["metrics"][key], rel=1e-5, abs=1e-7), key
+        # every process gets every played episode, in request order, each played once
+        assert [r for _, r in result["played"]] == list(range(7))
+        assert [rank for rank, _ in result["played"]] == [0, 1, 0, 1, 0, 1, 0]
+    moved = [n for n, w in alone["weights"].items() if "lora_B" in n and w.abs().sum() > 0]
+    assert moved  # the update did something to compare
+
+
+def test_a_batch_is_shared_out_in_contiguous_whole_samples():
+    from tests.trainer.dp_worker import batch_rollouts
+    from trace_gym.trainer.distributed import shard
+
+    groups = grpo.group_by_seed(batch_rollouts(), 4)
+    batch = grpo.samples_of(groups, grpo.advantages(groups))
+    parts = [shard(batch, r, 3) for r in range(3)]
+    assert sum((p.sequences for p in parts), []) == batch.sequences
+    assert all(p.sequences for p in parts)
+    torch.testing.assert_close(torch.cat([p.weight for p in parts]), batch.weight)
+    torch.testing.assert_close(torch.cat([p.advantage for p in parts]), batch.advantage)
+    for p in parts:
+        assert len(p.old_logp) == sum(len(s) - n for s, n in zip(p.sequences, p.prompt_lengths))
