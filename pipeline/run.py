@@ -49,7 +49,8 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
                                            lambda d: stages.base_agent(config, d))
         step("rollouts")
         runs = run.stage("rollouts", {"agent": agent, "section": config["rollout"],
-                                      "targets": config["pipeline"]["targets"], "knobs": config["env_knobs"]},
+                                      "targets": config["pipeline"]["targets"], "knobs": config["env_knobs"],
+                                      "code": _codes(config["pipeline"]["targets"])},
                          lambda d: stages.rollouts(config, agent, d))
         state["rollouts"] = runs
         step("analysis")
@@ -63,7 +64,9 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
                                    lambda d: stages.audit(config, state["envs"], d))
         step("calibrate")
         state["calibration"] = run.stage("calibrate", {"agent": agent, "audit": state["audit"],
-                                                       "section": config["calibrate"], "knobs": config["env_knobs"]},
+                                                       "section": config["calibrate"], "knobs": config["env_knobs"],
+                                                       "code": _codes(e["env_id"] for e in
+                                                                      state["audit"]["trainable"])},
                                          lambda d: stages.calibrate(config, agent, state["audit"], d))
         step("train")
         adapters = {}
@@ -86,7 +89,8 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
         state["compose"] = None
         if adapters:
             state["compose"] = run.stage("compose", {"agent": agent, "adapters": adapters,
-                                                     "section": config["compose"], "knobs": config["env_knobs"]},
+                                                     "section": config["compose"], "knobs": config["env_knobs"],
+                                                     "code": _codes(adapters)},
                                          lambda d: stages.compose(config, agent, adapters, d))
         else:
             state["compose_note"] = "No adapter was trained, so there is nothing to compose."
@@ -95,13 +99,20 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
         state["eval"] = run.stage("eval", {"agent": agent, "adapters": adapters, "compose": state["compose"],
                                            "direct": state["direct"], "section": config["eval"],
                                            "targets": config["pipeline"]["targets"], "knobs": config["env_knobs"],
-                                           "policies": sorted(policies)},
+                                           "code": _codes(config["pipeline"]["targets"]), "policies": sorted(policies)},
                                   lambda d: stages.evaluate(config, policies, d))
         step("report")
         state["seconds"], state["skipped"] = run.seconds, run.skipped
         state["report"] = report.write(Path(out), state)
         progress.update(task, completed=len(STAGES), stage="done")
     return state
+
+
+def _codes(env_ids: Any) -> dict[str, str]:
+    """The code hash of every env a stage plays: a changed env reruns the stage."""
+    from trace_gym.registry import env_sha256
+
+    return {env_id: env_sha256(env_id) for env_id in sorted(env_ids)}
 
 
 def _kit_key() -> dict[str, str]:

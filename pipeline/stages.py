@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,15 @@ class Run:
             self.log(f"{name}: unchanged, reused")
             return done["outputs"]
         directory = self.out / name
+        # A stage killed under these inputs resumes from what its directory holds; one whose
+        # inputs changed starts afresh (its resumable parts would refuse the new settings).
+        marker = directory / ".inputs_sha256"
+        if directory.exists() and (not marker.is_file() or marker.read_text().strip() != key):
+            self.log(f"{name}: inputs changed, rerun" if done is not None or marker.is_file() else
+                      f"{name}: running afresh")
+            shutil.rmtree(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        marker.write_text(key + "\n")
         self.log(f"{name}: running")
         start = time.perf_counter()
         outputs = fn(directory)

@@ -165,6 +165,16 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     again = _run(config, tmp_path / "whole")
     assert set(again["skipped"]) == set(again["seconds"]) and time.perf_counter() - again_start < 60
 
+    # a target's code changes: the stages that play it run again, the others are reused
+    from trace_gym import registry
+
+    real_sha = registry.env_sha256
+    with monkeypatch.context() as m:
+        m.setattr(registry, "env_sha256", lambda env_id: real_sha(env_id) + ("x" if env_id in targets else ""))
+        changed = _run(config, tmp_path / "whole")
+    assert {"rollouts", "eval"} <= set(changed["seconds"]) - set(changed["skipped"])
+    assert "base_agent" in changed["skipped"]
+
     # killed during adapter training, then run again: the same adapters and table
     from trace_gym.pipeline import stages
 
@@ -203,3 +213,27 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
                        for k, r in t.items()}
     assert strip(resumed["eval"]["table"]) == strip(whole["eval"]["table"])
     assert time.perf_counter() - started < 600
+
+
+def test_a_stage_reruns_afresh_when_its_inputs_change_and_resumes_when_killed(tmp_path):
+    """A killed stage finds its partial work under the same inputs; changed inputs start it
+    afresh (its parts would refuse the new settings) instead of stopping the run."""
+    from trace_gym.pipeline.stages import Run
+
+    run = Run(tmp_path, log=lambda m: None)
+    seen = []
+
+    def work(directory, fail=False):
+        seen.append(sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")))
+        (directory / "part").write_text("played")
+        if fail:
+            raise KeyboardInterrupt
+        return {"n": len(seen)}
+
+    with pytest.raises(KeyboardInterrupt):
+        run.stage("rollouts", {"episodes": 4}, lambda d: work(d, fail=True))
+    assert run.stage("rollouts", {"episodes": 4}, work) == {"n": 2}
+    assert seen[1] == ["part"]  # resumed: the killed run's part was still there
+    assert run.stage("rollouts", {"episodes": 4}, work) == {"n": 2}  # unchanged: reused, not run
+    assert run.stage("rollouts", {"episodes": 8}, work) == {"n": 3}
+    assert seen[2] == []  # changed: afresh
