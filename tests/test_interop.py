@@ -54,10 +54,19 @@ def test_a_dataset_row_per_seed():
     assert row["seed"] == 5 and row["messages"][0]["role"] == "system"
 
 
-@pytest.mark.slow
-def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
+def _trl(monkeypatch):
+    """torch, set for a TRL run on one thread with a fixed seed (TRL's experimental notice off)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("trl")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    return torch
+
+
+@pytest.mark.slow
+def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
+    torch = _trl(monkeypatch)
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -65,9 +74,6 @@ def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
     from tests.trainer.learnable_env import register
     from trace_gym.interop import TRLRollouts, trace_reward, trl_dataset
 
-    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
     env_id = register()
     tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
     model = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32)
@@ -110,11 +116,7 @@ def test_the_readmes_trl_example_runs_as_written(tmp_path, monkeypatch):
     """The README's block itself, on the committed fixture: only the model path, the output
     directory, the step count and the machine's flags are replaced (each replacement must
     find its text, so an edited README fails here until this follows it)."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("trl")
-    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
+    _trl(monkeypatch)
     code = _readme_trl_block()
     for old, new in (('"path/to/model"', repr(str(FIXTURE))), ('output_dir="runs/trl"', f'output_dir={str(tmp_path)!r}'),
                      ("max_steps=20)", "max_steps=1, max_completion_length=256, use_cpu=True, report_to='none', "
