@@ -85,7 +85,7 @@ def shard(batch: Any, rank: int, size: int) -> Any:
 
 def sum_gradients(params: Sequence[torch.nn.Parameter]) -> None:
     """Sum every parameter's gradient over the processes (a process with no samples adds 0)."""
-    rank, size = world()
+    _, size = world()
     if size == 1:
         return
     import torch.distributed as dist
@@ -98,7 +98,7 @@ def sum_gradients(params: Sequence[torch.nn.Parameter]) -> None:
 
 def sum_floats(values: Sequence[float]) -> list[float]:
     """Each value summed over the processes."""
-    rank, size = world()
+    _, size = world()
     if size == 1:
         return list(values)
     import torch.distributed as dist
@@ -110,7 +110,7 @@ def sum_floats(values: Sequence[float]) -> list[float]:
 
 def barrier() -> None:
     """Wait for every process (a no-op in one)."""
-    rank, size = world()
+    _, size = world()
     if size > 1:
         import torch.distributed as dist
 

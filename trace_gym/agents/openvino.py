@@ -552,8 +552,9 @@ class OpenVINOPolicy:
         if live.episode.hint and live.system_prompt_unhinted is not None:
             loss_prompt = render_prompt(self.tokenizer, unhinted(live.messages, live.system_prompt_unhinted),
                                         live.tools)
-        if self._need(prompt) > self.cache_tokens:
-            raise InvalidConfig(f"openvino policy: a turn of episode {live.episode} needs {self._need(prompt)} "
+        need = self._need(prompt)
+        if need > self.cache_tokens:
+            raise InvalidConfig(f"openvino policy: a turn of episode {live.episode} needs {need} "
                                 f"tokens of key/value cache (a prompt of {len(prompt)} and max_new_tokens="
                                 f"{self.max_new_tokens}), more than cache_gb={self.cache_gb} holds "
                                 f"({self.cache_tokens}): raise cache_gb")
