@@ -57,9 +57,10 @@ def checks_mean(rows: list[dict]) -> dict[str, float]:
 def main() -> None:
     import torch
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from trace_gym import runconfig
+    from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.seeding import SPLITS
     from trace_gym.trainer.config import GRPOConfig
     from trace_gym.trainer.train import train
@@ -97,7 +98,7 @@ def main() -> None:
         seconds = time.perf_counter() - start
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         trained = sum(r.get("time/rollout_s", 0) + r.get("time/update_s", 0) for r in rows)
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
+        model = load_causal_lm(base, torch.float32).eval()
         before = evaluate(model, tokenizer, env_id, config.env_kwargs, seeds, run / "eval-base.json")
         tuned = PeftModel.from_pretrained(model, str(adapter)).eval()
         after = evaluate(tuned, tokenizer, env_id, config.env_kwargs, seeds, run / "eval-adapter.json")

@@ -86,9 +86,10 @@ def main() -> None:
     if not (merged_dir / "adapter_config.json").is_file():
         import torch
         from peft import PeftModel
-        from transformers import AutoModelForCausalLM
 
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+        from trace_gym.agents.causal_lm import load_causal_lm
+
+        model = PeftModel.from_pretrained(load_causal_lm(base, torch.float32),
                                           str(found[0]), adapter_name=names[0])
         for n, p in zip(names[1:], found[1:]):
             model.load_adapter(str(p), adapter_name=n)

@@ -64,7 +64,7 @@ def main() -> None:
         LlamaForCausalLM(config).save_pretrained(base_dir)
 
         def base_model():
-            return LlamaForCausalLM.from_pretrained(base_dir, dtype=torch.float32).eval()
+            return LlamaForCausalLM.from_pretrained(base_dir, dtype=torch.float32, use_kernels=False).eval()
 
         adapters = []
         for e in range(args.experts):

@@ -79,14 +79,16 @@ def main() -> None:
     parser.add_argument("--model", help="a built tiny agent (default: build one now)")
     parser.add_argument("--episodes", type=int, default=8, help="oracle test episodes per target env")
     args = parser.parse_args()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from trace_gym.agents.causal_lm import load_causal_lm
 
     torch.set_num_threads(2)
     config = TinyAgentConfig()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.model) if args.model else build(config, out=Path(tmp) / "tiny", log=lambda m: None)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        model = load_causal_lm(path).eval()
     halves = sorted({8, 16, REPEAT_HALF, 32})
     fresh = new_model(config.preset, tokenizer, config.seed)
     repeat_stage(fresh, tokenizer, new_optimizer(fresh, config.lr), config)

@@ -143,16 +143,17 @@ def run_trl(args, base: Path) -> float:
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.interop import TRLRollouts, trace_reward, trl_dataset
     from trace_gym.trainer import grpo
     from trace_gym.trainer.config import GRPOConfig as OurConfig
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model = load_causal_lm(base, torch.float32)
     ours = OurConfig(env_id=args.env, groups=args.groups, group_size=args.group_size)
     # the seeds our trainer drew, iteration by iteration (warm-up included), in the same order
     seeds = [s for i in range(args.iterations + 1) for s in grpo.draw_seeds(ours, i, 0, args.groups, set())]

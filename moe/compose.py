@@ -52,11 +52,11 @@ def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str,
     """The adapter's reward-1 episodes of `env_id` on train seeds: messages and tools."""
     import torch
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
 
+    from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.agents.episodes import LocalBackend, Request, make_env
 
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+    model = PeftModel.from_pretrained(load_causal_lm(base, torch.float32),
                                       str(adapter)).eval()
     backend = LocalBackend(model, tokenizer, env_id, env_kwargs, temperature=1.0, top_p=1.0,
                            max_new_tokens=config.max_new_tokens, batch_episodes=config.batch_episodes)
@@ -74,8 +74,9 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
             trajectories: dict[str, list[dict[str, Any]]] | None = None,
             log: Callable[[str], None] | None = print) -> dict[str, Any]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.moe.mixture import Mixture
 
     say = log or (lambda m: None)
@@ -108,7 +109,7 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
         train += examples[cut:]
         held += examples[:cut]
         say(f"{name}: {len(got)} successful trajectories ({len(examples) - cut} for training, {cut} held out)")
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model = load_causal_lm(base, torch.float32)
     mixture = Mixture.from_dirs(model, [Path(a) for a in adapters], names)
     history = train_gates(mixture, train, config.gates, log=log)
     mixture.save_gates(out / "mixture")

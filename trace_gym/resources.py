@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from importlib import resources
-from importlib.abc import Traversable
+try:
+    from importlib.resources.abc import Traversable
+except ImportError:  # Python 3.10 (importlib.abc's is deprecated from 3.12)
+    from importlib.abc import Traversable
 from pathlib import Path
 
 from trace_gym.errors import TraceGymError

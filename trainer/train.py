@@ -47,13 +47,15 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
     """The base model, frozen, with a fresh LoRA adapter (peft; B = 0, so it starts as the base)."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from trace_gym.agents.causal_lm import load_causal_lm
 
     if not (Path(base) / "config.json").is_file():
         raise InvalidConfig(f"--base {str(base)!r} is not a model directory (no config.json); build the base agent "
                             "with `trace-gym base-agent build`")
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=config.torch_dtype()).to(config.torch_device())
+    model = load_causal_lm(base, config.torch_dtype()).to(config.torch_device())
     torch.manual_seed(config.seed)  # LoRA's A is drawn from the global generator
     model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
                                              lora_dropout=config.lora_dropout,

@@ -205,10 +205,12 @@ def test_shared_prefix_gradient_equals_the_per_sample_gradient():
     params = [p for p in model.parameters() if p.requires_grad]
     with torch.no_grad():  # a non-zero B, so that every LoRA weight has a gradient
         for p in params:
-            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())).to(p.device))
+
+    old, advantage, weight = (t.to(params[0].device) for t in (batch.old_logp, batch.advantage, batch.weight))
 
     def loss(logp, index):
-        return (torch.exp(logp - batch.old_logp[index]) * batch.advantage[index] * batch.weight[index]).sum()
+        return (torch.exp(logp - old[index]) * advantage[index] * weight[index]).sum()
 
     grads = []
     for run in (per_sample, shared_prefix):
@@ -323,7 +325,8 @@ def test_the_base_weights_take_the_configs_dtype_and_the_adapter_stays_fp32(tmp_
     model, _ = load_model(FIXTURE, _config(model_dtype="bfloat16"))
     kinds = {("lora_" in n, p.dtype) for n, p in model.named_parameters()}
     assert kinds == {(False, torch.bfloat16), (True, torch.float32)}
-    assert _config(model_dtype="auto").torch_dtype() == torch.float32  # on CPU
+    assert _config(model_dtype="auto", device="cpu").torch_dtype() == torch.float32
+    assert _config(model_dtype="auto", device="cuda").torch_dtype() == torch.bfloat16
     assert GRPOConfig.from_toml(REPO / "configs" / "gpu-qwen3-30b-a3b.toml").model_dtype == "bfloat16"
     train(_config(model_dtype="bfloat16", iterations=1), FIXTURE, tmp_path / "run", log=None)  # it trains
     with pytest.raises(InvalidConfig, match="model_dtype='float16' is invalid: allowed: float32, bfloat16, auto"):

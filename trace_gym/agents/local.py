@@ -37,9 +37,10 @@ class LocalModelPolicy:
                  threads: int | None = None, seed: int = 0, kv_reuse: bool = True, dtype: str = "auto",
                  lockstep: bool = False, announce: bool = False) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         from trace_gym.agents.base import check_sampling
+        from trace_gym.agents.causal_lm import load_causal_lm
 
         check_sampling("local policy", temperature, top_p, max_new_tokens)
         where = placement(dtype, threads)
@@ -51,7 +52,7 @@ class LocalModelPolicy:
         if announce:
             print(f"local model {path.name}: {where.describe()}", file=sys.stderr)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, where.dtype))
+        model = load_causal_lm(path, getattr(torch, where.dtype))
         if adapter is not None:
             from peft import PeftModel
 

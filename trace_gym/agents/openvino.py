@@ -175,8 +175,10 @@ def _convert(source: Path, dest: Path, weight_format: str) -> dict[str, str]:
     try:
         import torch
         import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
         from transformers.cache_utils import Cache, DynamicLayer
+
+        from trace_gym.agents.causal_lm import load_causal_lm
     except ImportError as exc:
         raise InvalidConfig(f"exporting to OpenVINO needs torch and transformers ({exc.name} is missing); "
                             "install them with `pip install 'trace-gym[train,openvino]'`") from None
@@ -186,7 +188,7 @@ def _convert(source: Path, dest: Path, weight_format: str) -> dict[str, str]:
     from openvino._offline_transformations import apply_make_stateful_transformation
     from openvino_tokenizers import convert_tokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, attn_implementation="sdpa").eval()
+    model = load_causal_lm(source, torch.float32, attn_implementation="sdpa").eval()
     with torch.no_grad():  # the cache layout (layers, kv heads, head size), read off a forward
         probe = model(input_ids=torch.zeros(1, 2, dtype=torch.long), use_cache=True)
     probe_cache = getattr(probe, "cache", None) or probe.past_key_values

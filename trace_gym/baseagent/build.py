@@ -261,12 +261,13 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
 def load_start(path: Path, config: BaseAgentConfig):
     """The model to train and its tokenizer, with the trainable parameters set."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.agents.prefix import decoder_layers
 
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = load_causal_lm(path, torch.float32)
     layers = decoder_layers(model)  # the loss runs the shared-prefix forward, which needs this shape
     if config.method == "lora":
         from peft import LoraConfig, get_peft_model

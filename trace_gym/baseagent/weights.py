@@ -142,7 +142,9 @@ def convert_gguf(gguf: Path, out: Path, log: Callable[[str], None] = print) -> P
     tokenizer converted from the GGUF, and this project's chat template. Written under a
     temporary name and renamed when complete."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from trace_gym.agents.causal_lm import load_causal_lm
 
     gguf = Path(gguf)
     if not gguf.is_file():
@@ -150,7 +152,7 @@ def convert_gguf(gguf: Path, out: Path, log: Callable[[str], None] = print) -> P
     log(f"weights: converting {gguf.name} with transformers' GGUF loader")
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        model = load_causal_lm(gguf.parent, torch.float32, gguf_file=gguf.name)
     except Exception as exc:  # the loader's own errors name what it could not read
         raise WeightsError(f"transformers could not load {gguf}: {exc}") from exc
     # The loader dequantises every tensor to fp32 as it reads it, but leaves the model
