@@ -399,6 +399,38 @@ def test_the_pipeline_is_built_with_the_sized_cache(ir):
     assert _policy(ir, cache_gb=2).cache_gb == 2
 
 
+def test_a_new_episode_waits_until_the_conversations_under_way_fit_with_it(ir):
+    """Between its turns an episode's earlier turns stay in GenAI's prefix cache; a new episode
+    admitted into a cache those conversations already fill evicts them, and each of their
+    turns is prefilled whole again. So a new episode starts only while the conversations
+    under way (in flight or between turns) fit with it; the transcripts do not change."""
+    from trace_gym.agents.openvino import BLOCK
+
+    episodes = [Episode(seed) for seed in range(6)]
+    roomy = _played(episodes, _policy(ir), in_flight=6)
+    assert max(len(p.turns) for p in roomy) >= 2  # episodes do come back between turns
+    tight = _policy(ir)
+    first = _played(episodes[:1], _policy(ir))[0].turns[0]
+    room = -(-(len(first.prompt_ids) + TOKENS) // BLOCK) * BLOCK * 2 + BLOCK  # about two turns
+    tight.cache_tokens = room
+    admitted, released = tight._admit, tight.release
+    under_way, most = set(), [0]  # episodes with a turn started and not yet ended
+
+    def admit():
+        admitted()
+        under_way.update(id(live) for live, _, _, _ in tight._pending.values())
+        most[0] = max(most[0], len(under_way))
+
+    def release(live):
+        released(live)
+        under_way.discard(id(live))
+
+    tight._admit, tight.release = admit, release
+    played = _played(episodes, tight, in_flight=6)
+    assert most[0] == 2  # two conversations fill the cache: a third waits for one to end
+    assert _tokens(played) == _tokens(roomy)
+
+
 def test_turns_wait_for_room_in_the_cache_and_play_as_they_would_with_room(ir):
     """GenAI drops every turn in flight when they outgrow its cache (IGNORED): the policy
     admits a turn only while the turns in flight fit, and the transcripts do not change."""

@@ -38,7 +38,10 @@ themselves outgrow the cache, GenAI drops every one of them (`GenerationStatus.I
 out of memory: 64 airline episodes in flight with f32 keys and values in 4 GB did). So the
 policy admits a turn only while the turns in flight fit (`cache_tokens`: their prompts and
 `max_new_tokens` each, in whole blocks); the others wait, in the order they came, for one to
-end. A turn that could not fit alone is refused with its size and the cache's.
+end. A new episode starts only when, besides, every conversation under way fits with it: a
+cache shared by more conversations than it holds evicts each one's prefix before its next
+turn, and every turn then prefills its whole conversation again. A turn that could not fit
+alone is refused with its size and the cache's.
 
 **LoRA.** The adapter is fused into the weights when the pipeline is built
 (`AdapterConfig.Mode.MODE_FUSE`: no per-token cost), with alpha = lora_alpha / r, the scaling
@@ -447,6 +450,7 @@ class OpenVINOPolicy:
             raise InvalidConfig(f"the tokenizer of {str(self.model_path)!r} has no {STOP_TOKEN} token")
         self._pending: dict[int, tuple[Live, Any, list[int], list[int]]] = {}
         self._waiting: collections.deque[tuple[Live, list[int], list[int]]] = collections.deque()
+        self._resident: dict[int, int] = {}  # id(live) of each episode under way: its last turn's need
         kv = KV_BYTES[self.kv_cache_precision or "u8"]  # None: the plugin's default, u8
         self.cache_tokens = cache_tokens(self.model_path, self.cache_gb, kv)
         self._ids = 0
@@ -507,6 +511,7 @@ class OpenVINOPolicy:
         """Drop the pipeline and whatever is still being generated."""
         self._pending.clear()
         self._waiting.clear()
+        self._resident.clear()
         self.pipeline = None
 
     # -- BatchedPolicy ----------------------------------------------------------------------
@@ -568,14 +573,31 @@ class OpenVINOPolicy:
         return -(-(len(prompt) + self.max_new_tokens) // BLOCK) * BLOCK
 
     def _admit(self) -> None:
-        """Start waiting turns, in order, while the turns in flight and they fit in the cache."""
+        """Start waiting turns while they fit (see "Memory" above): an episode's next turn when
+        the turns in flight leave it room; a new episode's first turn only when, besides, every
+        conversation under way (in flight or between turns) and its own fit in the cache. The
+        conversations under way then keep their blocks for their next turns: a cache shared
+        by more conversations than it holds evicts each one's prefix before its next turn, and
+        every turn prefills the whole conversation again. Each kind waits in the order it came."""
         import numpy as np
         import openvino as ov
 
         used = sum(self._need(prompt) for _, _, prompt, _ in self._pending.values())
-        while self._waiting and used + self._need(self._waiting[0][1]) <= self.cache_tokens:
-            live, prompt, loss_prompt = self._waiting.popleft()
-            used += self._need(prompt)
+        resident = sum(self._resident.values())
+        waiting, self._waiting = self._waiting, collections.deque()
+        blocked = {False: False, True: False}  # by "is a new episode"
+        for live, prompt, loss_prompt in waiting:
+            need, new = self._need(prompt), id(live) not in self._resident
+            fits = used + need <= self.cache_tokens
+            if new:
+                fits = fits and resident + need <= self.cache_tokens
+            if blocked[new] or not fits:
+                blocked[new] = True
+                self._waiting.append((live, prompt, loss_prompt))
+                continue
+            used += need
+            resident += need - self._resident.get(id(live), 0)
+            self._resident[id(live)] = need
             self._ids += 1
             seed = _stream_seed(self.seed, live.episode.stream(), live.turn)
             handle = self.pipeline.add_request(self._ids, ov.Tensor(np.asarray([prompt], dtype=np.int64)),
@@ -615,6 +637,7 @@ class OpenVINOPolicy:
                 handle.cancel()
                 del self._pending[request_id]
         self._waiting = collections.deque(w for w in self._waiting if w[0] is not live)
+        self._resident.pop(id(live), None)
 
     # -- identity ---------------------------------------------------------------------------
 
