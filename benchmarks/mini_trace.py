@@ -1,6 +1,6 @@
 """mini-TRACE: the paper's central claims at CPU scale, reported as they come out.
 
-    python benchmarks/mini_trace.py [--config configs/tiny-cpu.toml] [--out runs/mini-trace]
+    python benchmarks/mini_trace.py [--config embedded] [--out runs/mini-trace]
                                     [--fractions 0.25,0.5,1] [--iterations 8] [--seeds 64]
 
 Runs `trace-gym pipeline` on the embedded default with direct GRPO on each target turned on
@@ -28,7 +28,7 @@ def main() -> None:
     from trace_gym.pipeline.run import run_pipeline
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", help="pipeline configuration (default: configs/tiny-cpu.toml)")
+    parser.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded)")
     parser.add_argument("--out", default="runs/mini-trace")
     parser.add_argument("--fractions", default="0.25,0.5,1")
     parser.add_argument("--iterations", type=int, default=8, help="adapter iterations at fraction 1")

@@ -1,5 +1,5 @@
-"""The pipeline's configuration: one TOML file (configs/tiny-cpu.toml by default), one table
-per stage, and budgets that override those tables.
+"""The pipeline's configuration: one TOML file (the shipped `embedded` one by default), one
+table per stage, and budgets that override those tables.
 
     [rollout]
     episodes = 32            # train seeds per target
@@ -17,12 +17,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import SECTIONS
 
-DEFAULT = Path(__file__).resolve().parent.parent / "configs" / "tiny-cpu.toml"
+DEFAULT = "embedded"
+"""The shipped configuration the pipeline runs without `--config` (package data, so that an
+installed wheel has it too)."""
 BUDGETS = ("smoke", "default")
 
 def _recipe_defaults() -> dict[str, Any]:
@@ -69,17 +69,13 @@ def load(path: str | Path | None = None, budget: str = "default",
          overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The configuration with the budget's overrides applied (then `overrides`, table by
     table) and every default filled in."""
-    from trace_gym.resources import SHIPPED_CONFIGS, config_path
+    from trace_gym import runconfig
+    from trace_gym.resources import config_path
 
-    path = config_path(path) if path and str(path) in SHIPPED_CONFIGS else Path(path) if path else DEFAULT
     if budget not in BUDGETS:
         raise InvalidConfig(f"--budget {budget!r} is not known; allowed: {', '.join(BUDGETS)}")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidConfig(f"no pipeline configuration at {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
+    data = runconfig.load(path or DEFAULT)  # refused with where and why: missing, not TOML, unknown table
+    path = config_path(path or DEFAULT)
     budgets = data.get("budgets", {})
     if budget != "default" or "default" in budgets:
         data = _merge(data, budgets.get(budget, {}))

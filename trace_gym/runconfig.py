@@ -24,10 +24,12 @@ key by key there), `train` (a GRPOConfig, also read by `trace-gym train`) and `e
 
 
 def load(path: str | Path) -> dict[str, Any]:
+    """The run configuration at `path` (or the shipped one of that name), its tables checked:
+    the one TOML reader of every step."""
     try:
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        raise InvalidConfig("reading a TOML run configuration needs Python 3.11 or newer (tomllib)") from None
+    except ModuleNotFoundError:  # Python 3.10: its backport, a dependency there
+        import tomli as tomllib
     from trace_gym.resources import SHIPPED_CONFIGS, config_path
 
     if str(path) in SHIPPED_CONFIGS:
