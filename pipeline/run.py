@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.pipeline import report, stages
+from trace_gym.pipeline.clock import Clock, estimates
 from trace_gym.pipeline.config import load
 
 STAGES = ("base_agent", "rollouts", "analysis", "envs", "audit", "calibrate", "train", "compose", "eval", "report")
@@ -28,22 +29,31 @@ STAGES = ("base_agent", "rollouts", "analysis", "envs", "audit", "calibrate", "t
 def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/pipeline", budget: str = "default",
                  log: Callable[[str], None] | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     config = load(config_path, budget, overrides)
     console = Console(stderr=True)
     say = log or (lambda m: console.print(f"[dim]{m}[/dim]"))
     run = stages.Run(Path(out), say)
     state: dict[str, Any] = {"config": config}
+    live = log is None and console.is_terminal  # else a line a minute says what the display would
+    timer = Clock(estimates(config), say, ticking=not live)
+
+    class Left(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(timer.left(), style="dim")
+
     progress = Progress(TextColumn("pipeline {task.fields[stage]}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, disable=log is not None)
-    with progress:
+                        TimeElapsedColumn(), Left(), console=console, disable=not live)
+    with progress, timer:
         task = progress.add_task("pipeline", total=len(STAGES), stage="")
 
-        def step(name: str) -> None:
-            progress.update(task, advance=1, stage=name)
+        def step(name: str, advance: int = 1) -> None:
+            progress.update(task, advance=advance, stage=name)
+            timer.start(name)
 
-        progress.update(task, stage="base_agent")
+        step("base_agent", advance=0)
         agent = state["agent"] = run.stage("base_agent", {"section": config["base_agent"],
                                                           "seed": config["pipeline"]["seed"]},
                                            lambda d: stages.base_agent(config, d))

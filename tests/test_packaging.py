@@ -96,3 +96,11 @@ def test_wheel_ships_packages_and_data(tmp_path):
     assert lines[2] == "# Prompts" and lines[3] == "system"
     assert lines[4].startswith(str(unpacked)) and lines[4].endswith("trace_gym/configs/embedded.toml")
     assert lines[5] == "smollm2-135m-instruct"  # the recipe read from the shipped config
+    # the first command's dry run, from another directory: its default config is package data
+    code = "import sys; from trace_gym.cli import main; sys.exit(main(['pipeline', '--dry-run']))"
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": f"{unpacked}:{deps}", "PATH": "/usr/bin:/bin",
+                              "TRACE_GYM_HOME": str(tmp_path / "home")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"plan of {unpacked}/trace_gym/configs/embedded.toml (budget default)")
+    assert "build smollm2-135m-instruct" in out.stdout and "no build measured on this machine" in out.stdout

@@ -476,6 +476,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        from trace_gym.pipeline.plan import dry_run
+
+        print(dry_run(args.config, args.budget))
+        return 0
     from trace_gym.pipeline.run import main_table, run_pipeline
 
     state = run_pipeline(args.config, Path(args.out), args.budget,
@@ -692,10 +697,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pipeline", help="the whole loop on the embedded default: analysis, envs, adapters, "
                        "composition, evaluation, report")
-    p.add_argument("--config", help="pipeline configuration (default: configs/tiny-cpu.toml)")
+    p.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded)")
     p.add_argument("--out", default="runs/pipeline", help="run directory (a rerun reuses every unchanged stage)")
     p.add_argument("--budget", default="default", choices=["smoke", "default"],
                    help="smoke: every stage with the committed test fixture as the base agent (plumbing only)")
+    p.add_argument("--dry-run", action="store_true", help="check the configuration and print each stage's work and "
+                   "its estimated time from the rates this machine has measured; loads no model")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(run=_cmd_pipeline)
 

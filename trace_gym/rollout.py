@@ -23,12 +23,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_gym import rates
 from trace_gym.driver import Episode, episode_id, play
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
@@ -217,6 +219,7 @@ def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path
         if not jobs:  # nothing to play: no env, no policy (a local model) is made
             return summary
         episodes = [Episode(job.seed, job.sample, hint) for job in jobs]
+        start = time.perf_counter()
         played = play(episodes, factory, env_id=env_id, env_kwargs=env_kwargs, in_flight=workers,
                       threads=workers if threaded else 0)
         # closing: a failed append ends the episodes still in flight (envs, threads) at once
@@ -228,6 +231,9 @@ def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path
                 else:  # another rollout into this file got there first
                     summary.skipped += 1
                 advance(record)
+    by = rates.player(fingerprint.get("policy", {}))
+    if by is not None:  # what --dry-run estimates from (the model's start-up counted in)
+        rates.record(by, env_id, summary.written, time.perf_counter() - start)
     return summary
 
 

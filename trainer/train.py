@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trace_gym import rates
 from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
 from trace_gym.trainer import checkpoint
@@ -218,6 +219,8 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                             export_adapter(model, out / "best", config, base, row)
                 if lead:
                     metrics_log.write(row)
+                    rates.record(f"train {config.backend}", config.env_id, row["episodes/total"],
+                                 row["time/rollout_s"] + row["time/update_s"])  # for --dry-run's estimates
                 if on_iteration is not None:
                     on_iteration(row)
                 if log is not None:

@@ -441,5 +441,10 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     save_model_dir(model, tokenizer, out, files={record.name: json.dumps(
         {"config": config.identity(), "start": str(start), "sft": stats, "torch": torch.__version__},
         indent=2, sort_keys=True) + "\n"})
-    say(f"built {out} in {time.perf_counter() - started:.0f} s")
+    seconds = time.perf_counter() - started
+    from trace_gym import rates
+
+    # demonstrations a minute, the download and the export included: --dry-run's estimate
+    rates.record("base-agent build", config.source, len(demos) * config.epochs, seconds)
+    say(f"built {out} in {seconds:.0f} s")
     return out

@@ -109,9 +109,9 @@ class TinyAgentConfig:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("TRACE_GYM_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trace-gym")
-    return Path(base) / "tiny-agent"
+    from trace_gym.baseagent.weights import cache_home
+
+    return cache_home() / "tiny-agent"
 
 
 # -- demonstrations --------------------------------------------------------------------
