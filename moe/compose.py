@@ -83,11 +83,15 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
     if len(adapters) != len(envs) or not adapters:
         raise InvalidConfig(f"compose takes one env per adapter: {len(adapters)} adapters, {len(envs)} envs")
     base, out = Path(base), Path(out)
+    if not (base / "config.json").is_file():
+        raise InvalidConfig(f"base {str(base)!r} is not a model directory (no config.json)")
     torch.set_num_threads(config.threads)
     tokenizer = AutoTokenizer.from_pretrained(base)
     names = [capability_of(e) for e in envs]
     if len(set(names)) != len(names):
         raise InvalidConfig(f"two adapters for one capability: {names}")
+    # the mixture first: an adapter it cannot take is refused before any episode is played
+    mixture = Mixture.from_dirs(load_causal_lm(base, torch.float32), [Path(a) for a in adapters], names)
     train, held = [], []
     for label, (adapter, env_id, name) in enumerate(zip(adapters, envs, names), 1):
         knobs = (env_kwargs or {}).get(env_id, {"prompt_style": "compact"})
@@ -109,8 +113,6 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
         train += examples[cut:]
         held += examples[:cut]
         say(f"{name}: {len(got)} successful trajectories ({len(examples) - cut} for training, {cut} held out)")
-    model = load_causal_lm(base, torch.float32)
-    mixture = Mixture.from_dirs(model, [Path(a) for a in adapters], names)
     history = train_gates(mixture, train, config.gates, log=log)
     mixture.save_gates(out / "mixture")
     report = routing(mixture, held)

@@ -15,6 +15,13 @@ The adapters are read from peft's files (A, B and the scaling alpha / r of every
 target); the model's own linear modules are wrapped in place, so the mixture is the same
 transformers model with the same forward, caches and generation, for the Llama and Qwen3
 families and any other whose decoder layers have an `input_layernorm`.
+
+Fused MoE experts (Qwen3-MoE's `mlp.experts`, whose experts are 3-D parameters that peft
+reaches through `target_parameters`, the GPU recipe's shape) are not linear modules: the
+experts module is wrapped whole (`RoutedParameters`), and an expert's tokens run the module's
+own forward with its parameters plus that expert's delta (`torch.func.functional_call`;
+the delta of each expert is formed for the forward, a tensor the size of the parameter). In
+gate training its output is the gate-weighted sum of the base's and each expert's outputs.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import torch
 from torch import nn
 
 from trace_gym.agents import prefix
+from trace_gym.errors import InvalidConfig
 
 BASE_BIAS = 5.0
 
@@ -45,28 +53,55 @@ class Adapter:
     B: dict[str, torch.Tensor]
     """module name -> (out, r)"""
     scaling: float
+    P: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+    """Parameter targets (peft `target_parameters`): module name -> nesting depth -> (A
+    (experts x r, in), B (out, r x experts)), as peft's nested ParamWrappers store them; which
+    parameter a depth is follows from the module (`targeted_parameters`)."""
+    target_parameters: tuple[str, ...] = ()
+
+
+def targeted_parameters(module: nn.Module, name: str, targets: tuple[str, ...]) -> list[str]:
+    """The parameters of `module` (named `name`) that peft wraps for `targets`, innermost
+    first: peft wraps them in the module's own order, each wrapper around the last, so the
+    wrapper at depth k (k `base_layer`s down) holds the (n - 1 - k)-th."""
+    return [n for n, _ in module.named_parameters(recurse=False)
+            if any(f"{name}.{n}" == t or f"{name}.{n}".endswith(f".{t}") for t in targets)]
 
 
 def load_adapter(path: str | Path, name: str | None = None) -> Adapter:
-    """A peft adapter directory's LoRA tensors (adapter_config.json, adapter_model.safetensors)."""
+    """A peft adapter directory's LoRA tensors (adapter_config.json, adapter_model.safetensors);
+    a missing or malformed one is refused, naming the directory and what is wrong."""
     from safetensors.torch import load_file
 
     path = Path(path)
-    config = json.loads((path / "adapter_config.json").read_text())
-    if config.get("peft_type") != "LORA":
-        raise ValueError(f"{path}: not a LoRA adapter (peft_type {config.get('peft_type')!r})")
+    try:
+        config = json.loads((path / "adapter_config.json").read_text())
+        tensors = load_file(str(path / "adapter_model.safetensors"))
+    except (OSError, ValueError) as exc:
+        raise InvalidConfig(f"adapter {str(path)!r}: not a peft adapter directory ({exc})") from None
+    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
+        raise InvalidConfig(f"{path}: not a LoRA adapter (peft_type {config.get('peft_type')!r})"
+                            if isinstance(config, dict) else f"{path}: adapter_config.json is not an object")
     r, alpha = config["r"], config["lora_alpha"]
     if config.get("rank_pattern") or config.get("alpha_pattern"):
-        raise ValueError(f"{path}: per-module ranks or alphas are not supported")
+        raise InvalidConfig(f"{path}: per-module ranks or alphas are not supported")
     scaling = alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
-    A, B = {}, {}
-    for key, tensor in load_file(str(path / "adapter_model.safetensors")).items():
-        match = re.fullmatch(r"base_model\.model\.(.+)\.lora_([AB])\.weight", key)
-        if match:
-            (A if match.group(2) == "A" else B)[match.group(1)] = tensor
-    if not A or set(A) != set(B):
-        raise ValueError(f"{path}: the adapter's lora_A and lora_B weights do not pair up")
-    return Adapter(name or path.name, path, A, B, scaling)
+    targeted = tuple(config.get("target_parameters") or ())
+    A, B, factors = {}, {}, {}
+    for key, tensor in tensors.items():
+        match = re.fullmatch(r"base_model\.model\.(.+?)((?:\.base_layer)*)\.lora_([AB])\.weight", key)
+        if not match:
+            continue
+        module, depth, kind = match.group(1), match.group(2).count(".base_layer"), match.group(3)
+        if depth or any(f".{module}".endswith(f".{t.rpartition('.')[0]}") for t in targeted):  # a ParamWrapper's
+            factors.setdefault(module, {}).setdefault(depth, {})[kind] = tensor
+        else:
+            (A if kind == "A" else B)[module] = tensor
+    pairs = [f for by_depth in factors.values() for f in by_depth.values()]
+    if (not A and not factors) or set(A) != set(B) or any(set(f) != {"A", "B"} for f in pairs):
+        raise InvalidConfig(f"{path}: the adapter's lora_A and lora_B weights do not pair up")
+    return Adapter(name or path.name, path, A, B, scaling,
+                   {m: {d: (f["A"], f["B"]) for d, f in by_depth.items()} for m, by_depth in factors.items()}, targeted)
 
 
 @dataclass
@@ -114,6 +149,62 @@ class RoutedLoRALinear(nn.Module):
         return flat_y.reshape(y.shape)
 
 
+def parameter_delta(A: torch.Tensor, B: torch.Tensor, scaling: float, like: torch.Tensor,
+                    transposed: bool) -> torch.Tensor:
+    """peft's delta of a 3-D experts parameter `like` (experts, out, in), or (experts, in, out)
+    where its module says `is_transposed`: per expert, scaling * B_e @ A_e."""
+    experts = like.shape[0]
+    a = A.reshape(experts, -1, A.shape[-1])                        # (experts, r, in)
+    b = B.reshape(B.shape[0], -1, experts).permute(2, 0, 1)        # (experts, out, r)
+    delta = torch.bmm(b, a) * scaling                              # (experts, out, in)
+    return (delta.transpose(-2, -1) if transposed else delta).to(like)
+
+
+class RoutedParameters(nn.Module):
+    """A module whose parameters LoRA experts target (fused MoE experts): an expert's tokens
+    run the module's own forward with its parameters plus that expert's deltas. Tensor
+    arguments whose first dimension is the layer's token count are sliced with the tokens."""
+
+    def __init__(self, base: nn.Module, route: Route, factors: list[dict[str, tuple[torch.Tensor, torch.Tensor]]],
+                 scaling: list[float]) -> None:
+        super().__init__()
+        self.base, self.route, self.scaling = base, route, scaling
+        self.transposed = bool(getattr(base, "is_transposed", False))
+        self.experts = [e for e, f in enumerate(factors) if f]
+        self.names = sorted({n for f in factors for n in f})
+        for e in self.experts:
+            for n, (a, b) in factors[e].items():
+                self.register_buffer(f"A{e}_{n}", a.to(getattr(base, n)), persistent=False)
+                self.register_buffer(f"B{e}_{n}", b.to(getattr(base, n)), persistent=False)
+
+    def _run(self, e: int, args: tuple, kwargs: dict) -> torch.Tensor:
+        from torch.func import functional_call
+
+        params = {n: getattr(self.base, n) + parameter_delta(getattr(self, f"A{e}_{n}"), getattr(self, f"B{e}_{n}"),
+                                                              self.scaling[e], getattr(self.base, n), self.transposed)
+                  for n in self.names if hasattr(self, f"A{e}_{n}")}
+        return functional_call(self.base, params, args, kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        y = self.base(*args, **kwargs)                                   # (tokens, ...)
+        route = self.route
+        if route.probs is not None:  # soft: the gate-weighted outputs of the base and every expert
+            shape = (-1,) + (1,) * (y.dim() - 1)
+            mixed = route.probs[:, 0].reshape(shape) * y
+            for e in self.experts:
+                mixed = mixed + route.probs[:, e + 1].reshape(shape) * self._run(e, args, kwargs)
+            return mixed
+        tokens = y.shape[0]
+        for e in self.experts:
+            index = route.index[e] if e < len(route.index) else None
+            if index is None or not len(index):
+                continue
+            cut = lambda v: v[index] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == tokens else v  # noqa: E731
+            y = y.index_copy(0, index, self._run(e, tuple(cut(a) for a in args),
+                                                 {k: cut(v) for k, v in kwargs.items()}))
+        return y
+
+
 class Gate(nn.Module):
     """`Linear(hidden, N + 1)` over the layer's normalised input; routes its tokens."""
 
@@ -149,7 +240,7 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     input layernorm whose output its gate reads."""
     layers = prefix.decoder_layers(model)
     if not all(hasattr(layer, "input_layernorm") for layer in layers):
-        raise ValueError(f"{type(model).__name__}: decoder layers without an input_layernorm (model.layers)")
+        raise InvalidConfig(f"{type(model).__name__}: decoder layers without an input_layernorm (model.layers)")
     return layers
 
 
@@ -169,15 +260,52 @@ class Mixture:
         self._hooks = [layer.input_layernorm.register_forward_hook(g.observe) for layer, g in zip(layers, self.gates)]
         prefix = "model.layers."
         targets = sorted({m for a in adapters for m in a.A})
+        owners = sorted({m for a in adapters for m in a.P})
         named = dict(model.named_modules())
-        for name in targets:
+        wraps = {}
+        for name in targets:  # every check before any module is wrapped: a refused mixture leaves the model as it was
             match = re.match(rf"{re.escape(prefix)}(\d+)\.", name)
             module = named.get(name)
             if match is None or not isinstance(module, nn.Linear):
-                raise ValueError(f"adapter module {name!r} is not a linear module of a decoder layer")
-            route = self.routes[int(match.group(1))]
-            wrapped = RoutedLoRALinear(module, route, [a.A.get(name) for a in adapters],
-                                       [a.B.get(name) for a in adapters], [a.scaling for a in adapters])
+                raise InvalidConfig(f"adapter module {name!r} is not a linear module of a decoder layer of "
+                                    f"{type(model).__name__}")
+            for a in adapters:
+                if name in a.A and (a.A[name].shape[1], a.B[name].shape[0]) != (module.in_features,
+                                                                                 module.out_features):
+                    raise InvalidConfig(f"adapter {a.name!r}: {name} is {a.A[name].shape[1]} -> {a.B[name].shape[0]}, "
+                                        f"the model's {module.in_features} -> {module.out_features} (another base?)")
+            wraps[name] = RoutedLoRALinear(module, self.routes[int(match.group(1))], [a.A.get(name) for a in adapters],
+                                           [a.B.get(name) for a in adapters], [a.scaling for a in adapters])
+        for owner in owners:
+            match = re.match(rf"{re.escape(prefix)}(\d+)\.", owner)
+            module = named.get(owner)
+            if match is None or module is None:
+                raise InvalidConfig(f"adapter parameters of {owner!r}: not a module of a decoder layer of "
+                                    f"{type(model).__name__}")
+            factors = []
+            for a in adapters:
+                owned = targeted_parameters(module, owner, a.target_parameters)
+                depths = a.P.get(owner, {})
+                if depths and sorted(depths) != list(range(len(owned))):
+                    raise InvalidConfig(f"adapter {a.name!r}: {owner} holds {len(depths)} wrapped parameter(s), the "
+                                        f"model's module has {len(owned)} that {list(a.target_parameters)} name")
+                factors.append({owned[len(owned) - 1 - d]: f for d, f in depths.items()})
+            for a, mine in zip(adapters, factors):
+                for n, (fa, fb) in mine.items():
+                    param = getattr(module, n, None)
+                    if not isinstance(param, torch.Tensor) or param.dim() != 3 or fa.shape[0] % param.shape[0]:
+                        raise InvalidConfig(f"adapter {a.name!r}: {owner}.{n} is not a 3-D experts parameter of "
+                                            "the model")
+                    experts = param.shape[0]
+                    shape = (experts, fb.shape[0], fa.shape[1])  # the delta's (experts, out, in)
+                    if getattr(module, "is_transposed", False):
+                        shape = (experts, fa.shape[1], fb.shape[0])
+                    if shape != tuple(param.shape) or fb.shape[1] != fa.shape[0]:
+                        raise InvalidConfig(f"adapter {a.name!r}: {owner}.{n}'s factors make a {shape} delta, the "
+                                            f"model's parameter is {tuple(param.shape)} (another base?)")
+            wraps[owner] = RoutedParameters(module, self.routes[int(match.group(1))], factors,
+                                            [a.scaling for a in adapters])
+        for name, wrapped in wraps.items():
             parent, _, child = name.rpartition(".")
             setattr(named[parent], child, wrapped)
         self.names = ["base"] + [a.name for a in adapters]

@@ -178,3 +178,92 @@ def test_gate_training_refuses_a_trainable_backbone(adapters):
     mixture.model.lm_head.weight.requires_grad_(True)
     with pytest.raises(AssertionError, match="trainable parameters"):
         train_gates(mixture, _examples(AutoTokenizer.from_pretrained(FIXTURE), 1), log=None)
+
+
+# -- fused MoE experts (peft target_parameters, the GPU recipe's shape) ---------------------
+
+MOE_IDS = torch.tensor([[5, 17, 300, 41, 9, 77, 123, 8]])
+
+
+@pytest.fixture(scope="module")
+def moe(tmp_path_factory):
+    """A tiny Qwen3-MoE and two adapters on its attention and its fused experts (non-zero
+    A and B), with the GPU recipe's targets."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    from trace_gym.runconfig import load
+
+    recipe = load(REPO / "configs" / "gpu-qwen3-30b-a3b.toml")["train"]
+    torch.manual_seed(0)
+    config = Qwen3MoeConfig(vocab_size=512, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                            num_experts=4, num_experts_per_tok=2)
+    base = tmp_path_factory.mktemp("moe") / "base"
+    Qwen3MoeForCausalLM(config).save_pretrained(base)
+    adapters = []
+    for i in range(2):
+        torch.manual_seed(10 + i)
+        model = get_peft_model(_moe(base), LoraConfig(r=4, lora_alpha=8, target_modules=recipe["lora_targets"],
+                                                      target_parameters=recipe["lora_target_parameters"],
+                                                      init_lora_weights=False))
+        with torch.no_grad():  # peft draws B at zero even so for parameters: a visible delta
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.5)
+        path = tmp_path_factory.mktemp(f"moe-adapter{i}")
+        model.save_pretrained(path)
+        adapters.append(path)
+    return base, adapters
+
+
+def _moe(path):
+    from trace_gym.agents.causal_lm import load_causal_lm
+
+    return load_causal_lm(path, torch.float32).eval()
+
+
+def test_fused_experts_load_and_one_forced_expert_equals_its_adapter_alone(moe):
+    from peft import PeftModel
+
+    base, adapters = moe
+    plain = _moe(base)(MOE_IDS).logits
+    mixture = Mixture.from_dirs(_moe(base), adapters)
+    assert any(a.P for a in mixture.adapters)  # the experts' parameters were read, not skipped
+    with torch.no_grad():
+        assert torch.equal(mixture.model(MOE_IDS).logits, plain)  # at init: the base
+        for e, path in enumerate(adapters, 1):
+            alone = PeftModel.from_pretrained(_moe(base), str(path)).eval()(MOE_IDS).logits
+            assert not torch.allclose(alone, plain, atol=1e-3)
+            mixture.force(e)
+            torch.testing.assert_close(mixture.model(MOE_IDS).logits, alone, atol=1e-5, rtol=1e-5)
+            mixture.soft(True)  # soft with all weight on expert e: the same outputs
+            for g in mixture.gates:
+                with torch.no_grad():
+                    g.linear.bias.zero_()
+                    g.linear.bias[e] = 50.0
+            mixture.force(None)
+            torch.testing.assert_close(mixture.model(MOE_IDS).logits, alone, atol=1e-4, rtol=1e-4)
+            mixture.soft(False)
+            for g in mixture.gates:
+                with torch.no_grad():
+                    g.linear.bias.zero_()
+                    g.linear.bias[0] = 5.0
+
+
+def test_an_adapter_the_mixture_cannot_take_is_refused_before_any_episode(moe, adapters, tmp_path, monkeypatch):
+    from trace_gym.errors import InvalidConfig
+    from trace_gym.moe import compose as composing
+
+    base, moe_adapters = moe
+    played = []
+    monkeypatch.setattr(composing, "play_successes", lambda *a, **k: played.append(a) or [])
+    envs = ["trace/precondition_verification-v0", "trace/tool_calling_precision-v0"]
+    cases = [([str(tmp_path / "missing"), str(moe_adapters[1])], base, r"not a peft adapter directory"),
+             ([str(adapters[0]), str(adapters[1])], base, r"is not a linear module|another base"),
+             ([str(moe_adapters[0]), str(moe_adapters[1])], FIXTURE, r"another base|not a .*module"),
+             ([str(moe_adapters[0]), str(moe_adapters[1])], tmp_path / "nowhere", r"is not a model directory")]
+    for paths, model, match in cases:
+        with pytest.raises(InvalidConfig, match=match):
+            composing.compose(model, paths, envs, tmp_path / "out", log=None)
+    assert played == []
