@@ -49,8 +49,67 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def _passes(path: str) -> dict[int, float]:
+    """seed -> passed (1.0 / 0.0) of an evaluation's records."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            out[record["seed"]] = float(record["passed"])
+    return out
+
+
+def paired_difference(method: str, rival: str, target: str, table: dict[str, Any]) -> dict[str, Any]:
+    """`method`'s pass rate minus `rival`'s on the test seeds both played, with a 95%
+    bootstrap interval over the seeds (paired: each seed's two outcomes resampled together)."""
+    from trace_gym.evaluation import bootstrap_interval
+
+    mine, theirs = _passes(table[method][target]["records"]), _passes(table[rival][target]["records"])
+    seeds = sorted(set(mine) & set(theirs))
+    diffs = [mine[s] - theirs[s] for s in seeds]
+    lo, hi = bootstrap_interval(diffs)
+    return {"difference": sum(diffs) / len(diffs) if diffs else float("nan"), "ci95": (lo, hi), "seeds": len(seeds)}
+
+
+def verdict(low: float, high: float) -> str:
+    if low > 0:
+        return "better"
+    if high < 0:
+        return "worse"
+    return "no detectable difference"
+
+
+def headline(state: dict[str, Any]) -> list[Block]:
+    """The answer first: did the method (the composed adapters) beat the base agent, and
+    each baseline that was run, on each target, by how much, with intervals."""
+    table, targets = state["eval"]["table"], state["config"]["pipeline"]["targets"]
+    method = next((m for m in ("mixture", "router") if m in table), None)
+    if method is None:
+        return [Block("h2", "The answer"),
+                Block("p", "No composed policy was evaluated (no adapter was trained), so this run cannot say whether "
+                           "the method helps; see the analysis and calibration below for why.")]
+    rivals = ["base", *(label for label in table if label.startswith(("direct GRPO", "GEPA")))]
+    rows, said = [], []
+    for target in targets:
+        for rival in rivals:
+            d = paired_difference(method, rival, target, table)
+            lo, hi = d["ci95"]
+            word = verdict(lo, hi)
+            rows.append([target, f"{method} vs {rival}", f"{table[method][target]['pass_rate']:.3f}",
+                         f"{table[rival][target]['pass_rate']:.3f}", f"{d['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}]",
+                         word])
+            said.append(f"{target.split('/')[1]} vs {rival}: {word} ({d['difference']:+.3f})")
+    name = "the token-level mixture of the adapters" if method == "mixture" else "the task router over the adapters"
+    return [Block("h2", "The answer"),
+            Block("p", f"TRACE ({name}) against the base agent and each baseline run, pass rate on the same "
+                       f"{state['eval']['seeds']} test seeds of each target (greedy), the difference paired by seed "
+                       f"with its 95% bootstrap interval: " + "; ".join(said) + "."),
+            Block("table", rows=[["target", "comparison", "TRACE", "rival", "difference [95% interval]", "verdict"]]
+                  + rows)]
+
+
 def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
-    out: list[Block] = [Block("h1", "trace-gym pipeline report"),
+    out: list[Block] = [Block("h1", "trace-gym pipeline report"), *headline(state),
                         Block("p", f"Configuration {state['config']['source']} (budget {state['config']['budget']}); "
                                    f"base agent {state['agent']['path']}.")]
     scaled = [[env_id, name, _fmt(value), _fmt(full)] for env_id in state["config"]["pipeline"]["targets"]

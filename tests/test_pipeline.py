@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from trace_gym.evaluation import bootstrap_interval
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -141,13 +142,27 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     report = (tmp_path / "whole" / "report.md").read_text()
     assert "## Final evaluation" in report and (tmp_path / "whole" / "report.html").is_file()
     assert "| trace/airline-v0 | compound_rate | 0.100 | 0.300 |" in report  # a scaled knob, named
-    assert "trace/retail-v0 |" not in report.split("## Capability analysis")[0]  # full: not listed
+    assert "| trace/retail-v0 | compound_rate | 0.100 | 0.300 |" in report  # the embedded default scales both
     assert whole["adapters"] and whole["compose"] is not None
     assert set(whole["eval"]["order"]) >= {"base", "router", "mixture"}
 
     # the report's final table is recomputed, cell by cell, from the run directory's records
     targets = whole["config"]["pipeline"]["targets"]
     assert _final_table(report, targets) == _table_from_records(tmp_path / "whole", whole["eval"]["order"], targets)
+
+    # the answer comes first: the mixture against the base on each target, paired by seed
+    assert report.startswith("# trace-gym pipeline report\n\n## The answer\n")
+    answer = report.split("## The answer", 1)[1].split("\n## ", 1)[0]
+    for env_id in targets:
+        files = {label: next((tmp_path / "whole").rglob(f"{env_id.split('/')[1]}-{label}.jsonl"))
+                 for label in ("mixture", "base")}
+        passed = {label: {json.loads(line)["seed"]: float(json.loads(line)["passed"])
+                          for line in f.read_text().splitlines()} for label, f in files.items()}
+        diffs = [passed["mixture"][seed] - passed["base"][seed] for seed in sorted(passed["base"])]
+        lo, hi = bootstrap_interval(diffs)
+        row = f"| {env_id} | mixture vs base | "
+        assert row in answer and f"| {sum(diffs) / len(diffs):+.3f} [{lo:+.3f}, {hi:+.3f}] |" in \
+            answer.split(row, 1)[1].split("\n", 1)[0]
 
     # the page renders in a real browser, every image loaded
     if _chromium():
@@ -233,3 +248,25 @@ def test_a_stage_reruns_afresh_when_its_inputs_change_and_resumes_when_killed(tm
     assert run.stage("rollouts", {"episodes": 4}, work) == {"n": 2}  # unchanged: reused, not run
     assert run.stage("rollouts", {"episodes": 8}, work) == {"n": 3}
     assert seen[2] == []  # changed: afresh
+
+
+def test_the_answer_says_better_worse_or_no_difference_from_the_paired_interval(tmp_path):
+    from trace_gym.pipeline.report import headline, markdown
+
+    def records(name, passes):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"seed": 7 + i, "passed": bool(v)}) + "\n" for i, v in enumerate(passes)))
+        return {"pass_rate": sum(passes) / len(passes), "records": str(path)}
+
+    target = "trace/airline-v0"
+    state = {"eval": {"seeds": 16, "table": {}}, "config": {"pipeline": {"targets": [target]}}}
+    for mixture, base, word in (([1, 1, 1, 0] * 4, [1, 0, 0, 0] * 4, "better"),
+                                ([0] * 16, [1, 1, 1, 0] * 4, "worse"),
+                                ([1, 0] * 8, [0, 1] * 8, "no detectable difference")):
+        state["eval"]["table"] = {"base": {target: records("base.jsonl", base)},
+                                  "mixture": {target: records("mixture.jsonl", mixture)}}
+        text = markdown(headline(state))
+        assert text.startswith("## The answer") and f"airline-v0 vs base: {word} (" in text
+        assert f"| {target} | mixture vs base |" in text and text.rstrip().endswith(f"| {word} |")
+    state["eval"]["table"] = {"base": {target: records("base.jsonl", [1] * 16)}}
+    assert "cannot say whether the method helps" in markdown(headline(state))
