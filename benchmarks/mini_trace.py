@@ -1,10 +1,12 @@
 """mini-TRACE: the paper's central claims at CPU scale, reported as they come out.
 
     python benchmarks/mini_trace.py [--config embedded] [--out runs/mini-trace]
-                                    [--fractions 0.25,0.5,1] [--iterations 8] [--seeds 64]
+                                    [--fractions 0.25,0.5,1] [--iterations 8] [--seeds 64] [--quick]
+                                    [--gepa-base-url URL --gepa-model NAME]
 
-Runs `trace-gym pipeline` on the embedded default with direct GRPO on each target turned on
-(the same number of episodes as all capability adapters together), `--seeds` test seeds per
+Runs `trace-gym pipeline` on the embedded default with the baselines turned on: direct GRPO
+on each target (the same number of episodes as all capability adapters together) and GEPA's
+instructions for the base agent (`--gepa-base-url`, its reflection model's endpoint), `--seeds` test seeds per
 target, and the capability adapters trained for each fraction of `--iterations` (one run
 directory per fraction; every stage is reused on a rerun, so the benchmark resumes). Prints:
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from pathlib import Path
 
 
@@ -33,14 +36,29 @@ def main() -> None:
     parser.add_argument("--fractions", default="0.25,0.5,1")
     parser.add_argument("--iterations", type=int, default=8, help="adapter iterations at fraction 1")
     parser.add_argument("--seeds", type=int, default=64, help="test seeds per target")
+    parser.add_argument("--quick", action="store_true", help="one point: adapters of 2 iterations, 16 test seeds, "
+                        "GEPA at 48 episodes a target")
+    parser.add_argument("--gepa-base-url", default="", help="an OpenAI-compatible endpoint for GEPA's reflection "
+                        "model (without one the GEPA row is absent, and the report says why)")
+    parser.add_argument("--gepa-model", default="", help="the reflection model's name on that endpoint")
     args = parser.parse_args()
+    gepa_calls = 300
+    if args.quick:
+        args.fractions, args.iterations, args.seeds, gepa_calls = "1", 2, 16, 48
+    started = time.perf_counter()
     out = Path(args.out)
     points = []
     for fraction in (float(f) for f in args.fractions.split(",")):
         iterations = max(1, math.ceil(fraction * args.iterations))
         state = run_pipeline(args.config, out / f"iterations-{iterations}", "default", log=lambda m: None,
-                             overrides={"train": {"iterations": iterations}, "baselines": {"direct_grpo": True},
+                             overrides={"train": {"iterations": iterations},
+                                        "baselines": {"direct_grpo": True, "gepa": True,
+                                                      "gepa_base_url": args.gepa_base_url,
+                                                      "gepa_model": args.gepa_model,
+                                                      "gepa_max_metric_calls": gepa_calls},
                                         "eval": {"seeds": args.seeds}})
+        if state.get("gepa_note"):
+            print(state["gepa_note"])
         table, targets = state["eval"]["table"], state["config"]["pipeline"]["targets"]
         episodes = sum(a["episodes"] for a in state["adapters"].values())
         print(f"\n== adapters trained {iterations} iterations ({episodes} training episodes in all; direct GRPO the "
@@ -79,6 +97,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / "sample_efficiency.png", dpi=100, bbox_inches="tight")
     print(f"\n(c) {out / 'sample_efficiency.png'}")
+    from trace_gym.agents.hardware import vector_flags
+
+    print(f"CPU flags seen: {vector_flags()}")
+    print(f"wall time: {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

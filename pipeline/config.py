@@ -48,7 +48,8 @@ TABLES: dict[str, dict[str, Any]] = {
     "train": {},
     "compose": {"episodes": 32, "epochs": 3, "gate_data": "adapters"},
     "eval": {"seeds": 16, "max_new_tokens": 192, "batch": 16},
-    "baselines": {"direct_grpo": False},
+    "baselines": {"direct_grpo": False, "gepa": False, "gepa_base_url": "", "gepa_model": "",
+                  "gepa_max_metric_calls": 300, "gepa_train_seeds": 32, "gepa_val_seeds": 16},
     "env_knobs": {},
     "budgets": {},
 }

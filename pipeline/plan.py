@@ -128,6 +128,11 @@ def plan(config: dict[str, Any]) -> list[Step]:
     contenders = 1 + len(capability) + 2  # base, each adapter, router, mixture
     if config["baselines"]["direct_grpo"]:
         contenders += len(targets)
+    if config["baselines"]["gepa"]:
+        calls = config["baselines"]["gepa_max_metric_calls"]
+        steps.append(_episodes("gepa", f"at most {calls} greedy train episodes of each target, and the reflection "
+                                       "model's calls (not counted)", greedy, {t: calls for t in targets}))
+        contenders += 1
     steps.append(_episodes("eval", f"{contenders} policies x {evaluation['seeds']} greedy test episodes of each "
                                    "target", greedy, {t: contenders * evaluation["seeds"] for t in targets}))
     return steps

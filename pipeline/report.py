@@ -100,7 +100,8 @@ def headline(state: dict[str, Any]) -> list[Block]:
                          word])
             said.append(f"{target.split('/')[1]} vs {rival}: {word} ({d['difference']:+.3f})")
     name = "the token-level mixture of the adapters" if method == "mixture" else "the task router over the adapters"
-    return [Block("h2", "The answer"),
+    notes = [Block("p", state["gepa_note"])] if state.get("gepa_note") else []
+    return [Block("h2", "The answer"), *notes,
             Block("p", f"TRACE ({name}) against the base agent and each baseline run, pass rate on the same "
                        f"{state['eval']['seeds']} test seeds of each target (greedy), the difference paired by seed "
                        f"with its 95% bootstrap interval: " + "; ".join(said) + "."),

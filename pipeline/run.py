@@ -4,8 +4,9 @@ base agent -> its rollouts on the targets' train seeds -> capability analysis ->
 the selected capabilities (shipped, or synthesized when an endpoint is configured) -> their
 audit -> calibration of the base agent on them -> one adapter per env -> composition (task
 router and mixture) -> evaluation on the targets' test seeds (base, each adapter, router,
-mixture, and direct GRPO on each target with the same rollout budget when
-`baselines.direct_grpo`) -> the report.
+mixture, direct GRPO on each target with the same rollout budget when
+`baselines.direct_grpo`, and the base agent with GEPA's instructions when `baselines.gepa`)
+-> the report.
 
 Every stage is skipped when its inputs are unchanged (`trace_gym.pipeline.stages.Run`), so
 a second run reuses everything and a killed one resumes at the stage in flight.
@@ -95,6 +96,18 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
                 state["direct"][target] = run.stage(
                     f"direct-{target.split('/')[1]}", {**_train_inputs(config, agent, target), "iterations": iterations},
                     lambda d, t=target: stages.train(config, agent, t, d, iterations=iterations, hint_fraction=0.0))
+        state["gepa"], state["gepa_note"] = {}, None
+        section = config["baselines"]
+        if section["gepa"] and not section["gepa_base_url"]:
+            state["gepa_note"] = ("GEPA is on but [baselines] gepa_base_url names no reflection model (an "
+                                  "OpenAI-compatible endpoint), so there is no GEPA row.")
+        elif section["gepa"]:
+            for target in config["pipeline"]["targets"]:
+                state["gepa"][target] = run.stage(
+                    f"gepa-{target.split('/')[1]}", {"agent": agent, "section": section,
+                                                     "knobs": config["env_knobs"].get(target, {}),
+                                                     "code": _codes([target]), "eval": config["eval"]},
+                    lambda d, t=target: stages.gepa(config, agent, t, d))
         step("compose")
         state["compose"] = None
         if adapters:
@@ -105,12 +118,14 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
         else:
             state["compose_note"] = "No adapter was trained, so there is nothing to compose."
         step("eval")
-        policies = stages.contenders(config, agent, adapters, state["compose"], state["direct"])
+        policies = stages.contenders(config, agent, adapters, state["compose"], state["direct"], state["gepa"])
+        extra = stages.instructed(state["gepa"])
         state["eval"] = run.stage("eval", {"agent": agent, "adapters": adapters, "compose": state["compose"],
                                            "direct": state["direct"], "section": config["eval"],
                                            "targets": config["pipeline"]["targets"], "knobs": config["env_knobs"],
-                                           "code": _codes(config["pipeline"]["targets"]), "policies": sorted(policies)},
-                                  lambda d: stages.evaluate(config, policies, d))
+                                           "code": _codes(config["pipeline"]["targets"]), "policies": sorted(policies),
+                                           **({"gepa": extra} if extra else {})},
+                                  lambda d: stages.evaluate(config, policies, d, extra))
         step("report")
         state["seconds"], state["skipped"] = run.seconds, run.skipped
         state["report"] = report.write(Path(out), state)

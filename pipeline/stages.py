@@ -79,13 +79,13 @@ def local_factory(path: str, temperature: float, max_new_tokens: int, **extra: A
 
 
 def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[str, Any], batch: int,
-         samples: int = 1) -> list[dict[str, Any]]:
+         samples: int = 1, knobs_added: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Episodes appended to `out` (resumed), `batch` in flight at once (a model policy
     generates them together)."""
     from trace_gym.rollout import read_records, rollout
 
     rollout(env_id, factory, seeds, out, samples=samples, workers=batch, progress=True,
-            env_kwargs=knobs(config, env_id))
+            env_kwargs={**knobs(config, env_id), **(knobs_added or {})})
     wanted = set(seeds)
     return [r for r in read_records(out) if r["seed"] in wanted and r["sample"] < samples]
 
@@ -226,6 +226,22 @@ def train(config: dict[str, Any], agent: dict[str, Any], env_id: str, directory:
             "metrics": str(directory / "metrics.jsonl")}
 
 
+def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: Path) -> dict[str, Any]:
+    """The GEPA baseline on one target: the base agent's instructions optimised on train seeds
+    (`trace_gym.pipeline.gepa`); the test seeds stay for the evaluation."""
+    from trace_gym.pipeline.gepa import endpoint_lm, optimize_instructions
+
+    section = config["baselines"]
+    start = SPLITS["train"].start + ROLLOUT_OFFSET + 600_000
+    train = [start + i for i in range(section["gepa_train_seeds"])]
+    val = [start + 100_000 + i for i in range(section["gepa_val_seeds"])]
+    factory = local_factory(agent["path"], 0.0, config["eval"]["max_new_tokens"])
+    return optimize_instructions(target, knobs(config, target), factory,
+                                 endpoint_lm(section["gepa_base_url"], section["gepa_model"] or "default"),
+                                 train, val, section["gepa_max_metric_calls"], seed=config["pipeline"]["seed"],
+                                 run_dir=directory)
+
+
 # -- 8. composition ---------------------------------------------------------------------------
 
 def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
@@ -255,8 +271,10 @@ def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, d
 # -- 9. evaluation ----------------------------------------------------------------------------
 
 def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
-               composed: dict[str, Any] | None, direct: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """What the final table compares: label -> policy factory (greedy)."""
+               composed: dict[str, Any] | None, direct: dict[str, dict[str, Any]],
+               prompted: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the final table compares: label -> policy factory (greedy); `prompted` (GEPA's
+    instructions per target) adds the "GEPA" row, the base agent with them (`instructed`)."""
     section = config["eval"]
     sampling = {"temperature": 0.0, "max_new_tokens": section["max_new_tokens"]}
     out = {"base": local_factory(agent["path"], **sampling)}
@@ -272,10 +290,20 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
                                            **sampling)
     for target, d in direct.items():
         out[f"direct GRPO on {target.split('/')[1]}"] = local_factory(agent["path"], adapter=d["adapter"], **sampling)
+    if prompted:
+        out["GEPA"] = local_factory(agent["path"], **sampling)
     return out
 
 
-def evaluate(config: dict[str, Any], policies: dict[str, Any], directory: Path) -> dict[str, Any]:
+def instructed(prompted: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """label -> target -> the knobs a contender adds: GEPA's instructions on each target."""
+    return {"GEPA": {t: {"agent_instructions": g["instructions"]} for t, g in prompted.items()}} if prompted else {}
+
+
+def evaluate(config: dict[str, Any], policies: dict[str, Any], directory: Path,
+             extra: dict[str, dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Each contender on the targets' first test seeds; `extra` (label -> target -> knobs)
+    adds knobs to one contender's episodes (GEPA's instructions)."""
     from trace_gym.evaluation import bootstrap_interval
 
     section = config["eval"]
@@ -284,7 +312,8 @@ def evaluate(config: dict[str, Any], policies: dict[str, Any], directory: Path) 
     for env_id in config["pipeline"]["targets"]:
         for label, factory in policies.items():
             path = directory / f"{env_id.split('/')[1]}-{label.replace(' ', '_')}.jsonl"
-            records = play(env_id, factory, seeds, path, config, section["batch"])
+            added = (extra or {}).get(label, {}).get(env_id, {})
+            records = play(env_id, factory, seeds, path, config, section["batch"], knobs_added=added)
             passes = [float(r["passed"]) for r in records]
             lo, hi = bootstrap_interval(passes)
             table.setdefault(label, {})[env_id] = {

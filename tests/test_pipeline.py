@@ -270,3 +270,30 @@ def test_the_answer_says_better_worse_or_no_difference_from_the_paired_interval(
         assert f"| {target} | mixture vs base |" in text and text.rstrip().endswith(f"| {word} |")
     state["eval"]["table"] = {"base": {target: records("base.jsonl", [1] * 16)}}
     assert "cannot say whether the method helps" in markdown(headline(state))
+
+
+@pytest.mark.slow
+def test_the_gepa_baseline_adds_a_row_or_says_why_not(tmp_path):
+    pytest.importorskip("gepa")
+    from tests.agents.fake_server import FakeServer
+
+    config = _config(tmp_path)
+    gepa = {"gepa": True, "gepa_model": "reflector", "gepa_max_metric_calls": 6, "gepa_train_seeds": 2,
+            "gepa_val_seeds": 2}
+    with FakeServer(lambda body: ("ok", {"content": "```\nLook up every record first.\n```"})) as server:
+        state = _run(config, tmp_path / "run", overrides={"baselines": {**gepa, "gepa_base_url": server.url}})
+    assert server.requests and server.requests[0]["model"] == "reflector"
+    targets = state["config"]["pipeline"]["targets"]
+    assert set(state["gepa"]) == set(targets) and "GEPA" in state["eval"]["order"]
+    for target in targets:  # the GEPA row played the target with its instructions, the base row without
+        gepa_records = Path(state["eval"]["table"]["GEPA"][target]["records"]).read_text().splitlines()
+        base_records = Path(state["eval"]["table"]["base"][target]["records"]).read_text().splitlines()
+        knobs = json.loads(gepa_records[0])["run"]["env_kwargs"]
+        assert knobs["agent_instructions"] == state["gepa"][target]["instructions"]
+        assert "agent_instructions" not in json.loads(base_records[0])["run"]["env_kwargs"]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "mixture vs GEPA" in report.split("## The answer", 1)[1].split("\n## ", 1)[0]
+
+    state = _run(config, tmp_path / "run", overrides={"baselines": {**gepa, "gepa_base_url": ""}})
+    assert "GEPA" not in state["eval"]["order"] and "rollouts" in state["skipped"]
+    assert "gepa_base_url names no reflection model" in (tmp_path / "run" / "report.md").read_text()

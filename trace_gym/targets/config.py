@@ -33,6 +33,9 @@ class TargetConfig:
     explicit yes to a summary before each write, the customer identified before any record
     of theirs is read. False: tau2-bench's rule only (final database and required
     information), for comparison with tau2 figures."""
+    agent_instructions: str = ""
+    """Text appended to the agent's system prompt, after the policy: what a prompt
+    optimisation baseline (GEPA, `trace_gym.pipeline.gepa`) tunes. Not a difficulty knob."""
 
     def __post_init__(self) -> None:
         def need(name: str, ok: bool, rule: str) -> None:
@@ -47,6 +50,8 @@ class TargetConfig:
         need("distractors", isinstance(self.distractors, int) and 0 <= self.distractors <= 6,
              "must be an integer in 0..6")
         need("strict", isinstance(self.strict, bool), "must be True or False")
+        need("agent_instructions", isinstance(self.agent_instructions, str) and len(self.agent_instructions) <= 4000,
+             "must be a string of at most 4000 characters")
         need("prompt_style", self.prompt_style in PROMPT_STYLES,
              f"allowed: {', '.join(PROMPT_STYLES)}")
         if self.kinds is not None:
@@ -68,12 +73,12 @@ class TargetConfig:
 
 def scaled_knobs(knobs: dict[str, object]) -> list[tuple[str, object, object]]:
     """(knob, value, full target's value) for each difficulty knob in `knobs` that differs
-    from the full target `gym.make` builds (`prompt_style` and unknown keys are not difficulty
-    knobs and are left out): what a report says when a run scales its targets down."""
+    from the full target `gym.make` builds (`prompt_style`, `agent_instructions` and unknown keys are
+    not difficulty knobs and are left out): what a report says when a run scales its targets down."""
     full = TargetConfig()
     out = []
     for name in TargetConfig.field_names():
-        if name == "prompt_style" or name not in knobs:
+        if name in ("prompt_style", "agent_instructions") or name not in knobs:
             continue
         value, default = knobs[name], getattr(full, name)
         if (tuple(value) if isinstance(value, list) else value) != default:

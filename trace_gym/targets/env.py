@@ -90,6 +90,13 @@ class TargetEnv(TraceEnv):
     def toolset_for_domain(self):
         raise NotImplementedError
 
+    def _system_prompt(self) -> str:
+        prompt = system_prompt(self.domain, self.policy_compact if self.config.prompt_style == "compact"
+                               else self.policy)
+        if self.config.agent_instructions:  # a prompt optimiser's text, after the policy
+            prompt = f"{prompt.rstrip()}\n\n{self.config.agent_instructions}"
+        return prompt
+
     def _new_episode(self, rng: Rng) -> NewEpisode:
         task, world = self.tasks.generate_task(rng, self.config, self.world_size)
         records = world.tables["users"][task.user_id][self.records]
@@ -97,8 +104,7 @@ class TargetEnv(TraceEnv):
         return NewEpisode(
             task=task,
             world=world,
-            system_prompt=system_prompt(
-                self.domain, self.policy_compact if self.config.prompt_style == "compact" else self.policy),
+            system_prompt=self._system_prompt(),
             opening=[msg.user(self._user.opening())],
             max_steps=self.step_limit(task, len(records)),
             hint=guidance(self.can_need(task)),
