@@ -11,10 +11,14 @@ train-split episodes), then prints:
 - held-out routing accuracy per capability;
 - on each capability env's test seeds: the mixture's mean reward beside that capability's own
   adapter (goal: within 0.1 of it, composition without interference);
+- the task router's accuracy on each capability env's test tasks (its choice for the
+  conversation's opening against the env's capability);
 - on the target envs' test seeds (`--seeds` each, compact prompts, greedy): pass rate with a
   95% bootstrap interval for the base agent, each single adapter, a single adapter merged from
   all of them (peft's add_weighted_adapter, equal weights, `cat`), the task router and the
-  mixture.
+  mixture; then the router's and the mixture's difference from the base and from the best
+  single adapter (chosen on the same seeds, which flatters it), paired by seed, with 95%
+  intervals.
 
 Every finished piece is kept in `--out` and reused.
 """
@@ -102,14 +106,33 @@ def main() -> None:
                                               **sampling),
                   "router": functools.partial(RouterPolicy, str(base), dict(zip(names, map(str, found))), **sampling),
                   "mixture": mixture}
+    router = RouterPolicy(str(base), dict(zip(names, map(str, found))), **sampling)
+    for name, env_id in zip(names, envs):  # the router on test tasks: each env's opening routed to its capability
+        from trace_gym.agents.episodes import make_env
+
+        env = make_env(env_id, prompt_style="compact")
+        chosen = [router.route(env.reset(seed=seed)[0]) for seed in test]
+        print(f"routing accuracy on {len(test)} test tasks of {env_id}: "
+              f"{sum(c == name for c in chosen) / len(chosen):.3f}", flush=True)
+    del router
     seeds = [SPLITS["test"].start + i for i in range(args.seeds)]
     for env_id in TARGETS:
+        passed = {}
         for label, factory in contenders.items():
             records = play(factory, env_id, seeds, out / f"{env_id.split('/')[1]}-{label.replace(':', '-')}.jsonl")
-            passes = [float(r["passed"]) for r in records]
+            passed[label] = {r["seed"]: float(r["passed"]) for r in records}
+            passes = list(passed[label].values())
             lo, hi = bootstrap_interval(passes)
             print(f"{env_id} {label:>36}: pass rate {sum(passes) / len(passes):.3f} (95% CI {lo:.3f}-{hi:.3f}) "
                   f"on {len(passes)} test seeds", flush=True)
+        # the best single adapter is chosen on these same seeds: its row flatters it
+        best = max((k for k in passed if k.startswith("adapter:")), key=lambda k: sum(passed[k].values()))
+        for method in ("router", "mixture"):
+            for rival in ("base", best):
+                diffs = [passed[method][s] - passed[rival][s] for s in seeds]
+                lo, hi = bootstrap_interval(diffs)
+                print(f"{env_id} {method} - {rival} (best single)" if rival == best else f"{env_id} {method} - {rival}",
+                      f": {sum(diffs) / len(diffs):+.3f} (95% CI {lo:+.3f} to {hi:+.3f}, paired by seed)", flush=True)
 
 
 if __name__ == "__main__":
