@@ -13,7 +13,7 @@ train-split episodes), then prints:
   adapter (goal: within 0.1 of it, composition without interference);
 - the task router's accuracy on each capability env's test tasks (its choice for the
   conversation's opening against the env's capability);
-- on the target envs' test seeds (`--seeds` each, compact prompts, greedy): pass rate with a
+- on the target envs' test seeds (`--seeds` each, the embedded config's knobs, greedy): pass rate with a
   95% bootstrap interval for the base agent, each single adapter, a single adapter merged from
   all of them (peft's add_weighted_adapter, equal weights, `cat`), the task router and the
   mixture; then the router's and the mixture's difference from the base and from the best
@@ -37,7 +37,10 @@ def play(factory, env_id: str, seeds: list[int], path: Path) -> list[dict]:
     from trace_gym.rollout import read_records, rollout
 
     if not path.is_file() or len(read_records(path)) < len(seeds):
-        rollout(env_id, factory, seeds, path, workers=16, progress=False, env_kwargs={"prompt_style": "compact"})
+        from trace_gym.runconfig import env_knobs
+
+        rollout(env_id, factory, seeds, path, workers=16, progress=False,
+                env_kwargs=env_knobs("embedded", env_id) or {"prompt_style": "compact"})  # the embedded default's
     return read_records(path)
 
 
@@ -110,7 +113,9 @@ def main() -> None:
     for name, env_id in zip(names, envs):  # the router on test tasks: each env's opening routed to its capability
         from trace_gym.agents.episodes import make_env
 
-        env = make_env(env_id, prompt_style="compact")
+        from trace_gym.runconfig import env_knobs
+
+        env = make_env(env_id, **(env_knobs("embedded", env_id) or {"prompt_style": "compact"}))
         chosen = [router.route(env.reset(seed=seed)[0]) for seed in test]
         print(f"routing accuracy on {len(test)} test tasks of {env_id}: "
               f"{sum(c == name for c in chosen) / len(chosen):.3f}", flush=True)
