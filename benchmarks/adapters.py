@@ -63,7 +63,7 @@ def main() -> None:
     from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.seeding import SPLITS
     from trace_gym.trainer.config import GRPOConfig
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", help="base model directory (default: the embedded base agent)")

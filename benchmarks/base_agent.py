@@ -135,7 +135,7 @@ class Setup:
 
     def policy(self, temperature: float, max_new_tokens: int) -> Any:
         """The local policy at this temperature and turn length (made once)."""
-        from trace_gym.agents.base import make_policy
+        from trace_gym.agents import make_policy
 
         key = (float(temperature), int(max_new_tokens))
         if key not in self.policies:
@@ -173,7 +173,7 @@ def play(policy, env_id: str, episodes: list[Any], env_kwargs: dict[str, Any], i
 
 
 def oracle() -> Any:
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy
 
     return make_policy("oracle")
 

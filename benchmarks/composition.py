@@ -47,9 +47,9 @@ def play(factory, env_id: str, seeds: list[int], path: Path) -> list[dict]:
 def main() -> None:
     import functools
 
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy
     from trace_gym.evaluation import bootstrap_interval
-    from trace_gym.moe.compose import ComposeConfig, capability_of, compose
+    from trace_gym.moe.composition import ComposeConfig, capability_of, compose
     from trace_gym.moe.policy import MixturePolicy, RouterPolicy
     from trace_gym.seeding import SPLITS
 
@@ -111,8 +111,7 @@ def main() -> None:
                   "mixture": mixture}
     router = RouterPolicy(str(base), dict(zip(names, map(str, found))), **sampling)
     for name, env_id in zip(names, envs):  # the router on test tasks: each env's opening routed to its capability
-        from trace_gym.agents.episodes import make_env
-
+        from trace_gym.driver import make_env
         from trace_gym.runconfig import env_knobs
 
         env = make_env(env_id, **(env_knobs("embedded", env_id) or {"prompt_style": "compact"}))

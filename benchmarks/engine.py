@@ -79,9 +79,8 @@ def _policy(args: argparse.Namespace, mode: dict, where, temperature: float, max
 
 def run_mode(args: argparse.Namespace) -> dict:
     """Play every episode under one mode (in this process); the measured figures."""
-    from trace_gym.agents.episodes import make_env
     from trace_gym.agents.hardware import placement
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import Episode, make_env, play
     from trace_gym.runconfig import env_knobs
     from trace_gym.seeding import seeds
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from trace_gym.agents.base import make_policy  # noqa: E402
+from trace_gym.agents import make_policy  # noqa: E402
 from trace_gym.rollout import rollout  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from trace_gym.agents.base import make_policy  # noqa: E402
+from trace_gym.agents import make_policy  # noqa: E402
 from trace_gym.driver import Episode, play  # noqa: E402
 from trace_gym.messages import INVALID_TOOL_CALL  # noqa: E402
 from trace_gym.seeding import SPLITS  # noqa: E402

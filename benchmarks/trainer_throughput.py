@@ -87,7 +87,7 @@ def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -
     from trace_gym.agents.episodes import LocalBackend
     from trace_gym.trainer import grpo
     from trace_gym.trainer.config import GRPOConfig
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     config = GRPOConfig(env_id=args.env, groups=args.groups, group_size=args.group_size, lr=1e-5,
                         max_new_tokens=args.max_new_tokens, min_informative=0.0, max_resample_rounds=0,

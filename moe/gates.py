@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from trace_gym.config import require
+from trace_gym.errors import InternalError
 from trace_gym.moe.mixture import Mixture
 
 
@@ -100,7 +101,7 @@ def train_gates(mixture: Mixture, data: list[Example], config: GateConfig = Gate
     params = mixture.gate_parameters()
     trainable = [p for p in mixture.model.parameters() if p.requires_grad]
     if trainable:
-        raise AssertionError("gate training: the backbone or the adapters have trainable parameters")
+        raise InternalError("gate training: the backbone or the adapters have trainable parameters")
     n = len(mixture.adapters)
     generator = torch.Generator().manual_seed(config.seed)
     order = [i for _ in range(config.epochs) for i in torch.randperm(len(data), generator=generator).tolist()]
@@ -122,7 +123,7 @@ def train_gates(mixture: Mixture, data: list[Example], config: GateConfig = Gate
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if any(p.grad is not None for p in mixture.model.parameters()):
-                    raise AssertionError("gate training: a gradient reached the backbone or an adapter")
+                    raise InternalError("gate training: a gradient reached the backbone or an adapter")
                 optimizer.step()
                 history.append({k: float(v.detach()) for k, v in parts.items()} | {"loss": float(loss.detach())})
                 bar.update(task, advance=1, loss=f"loss {history[-1]['loss']:.3f}")

@@ -335,7 +335,7 @@ class Mixture:
         from safetensors.torch import save_file
 
         from trace_gym.jsondata import write_json_atomic
-        from trace_gym.runs import dir_sha256
+        from trace_gym.provenance import dir_sha256
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)

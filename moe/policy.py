@@ -24,7 +24,7 @@ from typing import Any
 from trace_gym.agents.local import LocalModelPolicy
 from trace_gym.driver import Live, Reply
 from trace_gym.jsondata import canonical_json
-from trace_gym.runs import dir_sha256
+from trace_gym.provenance import dir_sha256
 
 
 class MixturePolicy(LocalModelPolicy):
@@ -147,3 +147,33 @@ class RouterPolicy:
                 "adapters_sha256": {k: dir_sha256(v) for k, v in sorted(self.adapters.items())},
                 "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
                 "dtype": self.base.placement.dtype}
+
+
+def _compose_dir(compose_dir: str | os.PathLike | None, policy: str) -> Path:
+    from trace_gym.errors import InvalidConfig
+
+    if not compose_dir:
+        raise InvalidConfig(f"policy {policy!r} needs compose_dir (--compose-dir: the output of `trace-gym compose`)")
+    path = Path(compose_dir)
+    if not path.is_dir():
+        raise InvalidConfig(f"compose_dir={str(path)!r} is not a directory (the output of `trace-gym compose`)")
+    return path
+
+
+def composed_mixture(model_path: str | os.PathLike, compose_dir: str | os.PathLike | None = None,
+                     **kwargs: Any) -> MixturePolicy:
+    """The "mixture" policy: the mixture a `trace-gym compose` run wrote in `compose_dir`."""
+    return MixturePolicy(model_path, _compose_dir(compose_dir, "mixture") / "mixture", **kwargs)
+
+
+def composed_router(model_path: str | os.PathLike, compose_dir: str | os.PathLike | None = None,
+                    **kwargs: Any) -> RouterPolicy:
+    """The "router" policy: the task router a `trace-gym compose` run wrote in `compose_dir`."""
+    from trace_gym.errors import InvalidConfig
+
+    path = _compose_dir(compose_dir, "router") / "router.json"
+    try:
+        adapters = json.loads(path.read_text())["adapters"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InvalidConfig(f"{path}: not a router written by `trace-gym compose` ({error})") from None
+    return RouterPolicy(model_path, adapters, **kwargs)

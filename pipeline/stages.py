@@ -16,7 +16,7 @@ from typing import Any
 
 from trace_gym.jsondata import sha256_json, write_json_atomic
 from trace_gym.pipeline.config import knobs
-from trace_gym.runs import dir_sha256
+from trace_gym.provenance import dir_sha256
 from trace_gym.seeding import SPLITS
 
 EVAL_OFFSET = 0
@@ -72,7 +72,8 @@ def file_sha(path: Path) -> str:
 
 
 def local_factory(path: str, temperature: float, max_new_tokens: int, **extra: Any):
-    from trace_gym.agents.base import make_policy
+    """The "local" policy's factory on the model `path`."""
+    from trace_gym.agents import make_policy
 
     return functools.partial(make_policy, "local", model_path=path, temperature=temperature,
                              max_new_tokens=max_new_tokens, **extra)
@@ -178,16 +179,15 @@ def envs(config: dict[str, Any], selected: dict[str, Any], runs: dict[str, Any],
 
 
 def audit(config: dict[str, Any], chosen: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """Each env to train must hold a passing audit for its current code, kit and library."""
-    from trace_gym.audit.lock import passing_entry
-    from trace_gym.registry import entry, source_of
+    """Which chosen envs may be trained on: what `trace_gym.registry.trust` says (generated
+    code needs a passing audit for its current code, kit and library)."""
+    from trace_gym.registry import REFUSED, trust
 
     out = []
     for env in chosen["envs"]:
-        lock = passing_entry(Path(source_of(entry(env["env_id"])).path))
-        out.append({**env, "audit": "passing" if lock else "no passing audit record",
-                    "kit_version": lock.get("kit_version") if lock else None})
-    return {"envs": out, "trainable": [e for e in out if e["audit"] == "passing"]}
+        decision = trust(env["env_id"], training=True)
+        out.append({**env, "runs": decision.mode, "audit": decision.reason})
+    return {"envs": out, "trainable": [e for e in out if e["runs"] != REFUSED]}
 
 
 # -- 6. calibration, 7. training --------------------------------------------------------------
@@ -218,7 +218,7 @@ def train_config(config: dict[str, Any], env_id: str, **overrides: Any):
 
 def train(config: dict[str, Any], agent: dict[str, Any], env_id: str, directory: Path, **overrides: Any
           ) -> dict[str, Any]:
-    from trace_gym.trainer.train import train as run
+    from trace_gym.trainer.training import train as run
 
     adapter = run(train_config(config, env_id, **overrides), agent["path"], directory, resume=True, log=None)
     rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -246,15 +246,15 @@ def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: 
 
 def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
             directory: Path) -> dict[str, Any]:
-    from trace_gym.moe.compose import ComposeConfig
-    from trace_gym.moe.compose import compose as run
+    from trace_gym.moe.composition import ComposeConfig
+    from trace_gym.moe.composition import compose as run
     from trace_gym.moe.gates import GateConfig
 
     section = config["compose"]
     envs = list(adapters)
     trajectories = None
     if section["gate_data"] == "oracle":  # plumbing budgets: the fixture agent succeeds at nothing
-        from trace_gym.agents.base import make_policy
+        from trace_gym.agents import make_policy
 
         trajectories = {}
         seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 300_000 + i for i in range(section["episodes"])]
@@ -282,12 +282,11 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
         out[f"adapter {env_id.split('/')[1].removesuffix('-v0')}"] = local_factory(agent["path"], adapter=a["adapter"],
                                                                                    **sampling)
     if composed is not None:
-        from trace_gym.moe.policy import MixturePolicy, RouterPolicy
+        from trace_gym.agents import make_policy
 
-        router = json.loads((Path(composed["directory"]) / "router.json").read_text())
-        out["router"] = functools.partial(RouterPolicy, agent["path"], router["adapters"], **sampling)
-        out["mixture"] = functools.partial(MixturePolicy, agent["path"], Path(composed["directory"]) / "mixture",
-                                           **sampling)
+        for name in ("router", "mixture"):
+            out[name] = functools.partial(make_policy, name, model_path=agent["path"],
+                                          compose_dir=composed["directory"], **sampling)
     for target, d in direct.items():
         out[f"direct GRPO on {target.split('/')[1]}"] = local_factory(agent["path"], adapter=d["adapter"], **sampling)
     if prompted:

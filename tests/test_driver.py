@@ -18,7 +18,8 @@ import pytest
 
 import trace_gym  # noqa: F401  (registers the envs)
 from tests.conftest import REPO
-from trace_gym.agents.base import OraclePolicy, make_policy
+from trace_gym.agents import make_policy
+from trace_gym.agents.base import OraclePolicy
 from trace_gym.driver import Episode, play, play_one
 from trace_gym.jsondata import sha256_json
 from trace_gym.rollout import read_records, rollout

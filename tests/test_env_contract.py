@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import trace_gym
 from tests.conftest import TARGETS, oracle, play
-from trace_gym.errors import EpisodeError, InvalidConfig
 from trace_gym.env import HINT_OPEN
+from trace_gym.errors import EpisodeError, InvalidConfig
 from trace_gym.messages import INVALID_TOOL_CALL
 from trace_gym.spaces import is_valid_message
 

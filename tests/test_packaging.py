@@ -15,7 +15,6 @@ import pytest
 from tests.conftest import REPO
 from trace_gym.resources import prompts_dir, read_prompt
 
-
 STEPS = ("trace_gym.generated_envs", "trace_gym.analysis", "trace_gym.trainer", "trace_gym.moe", "trace_gym.pipeline")
 
 

@@ -195,7 +195,7 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     def killed(config_, agent, env_id, directory, **overrides):
         calls.append(env_id)
         if len(calls) == 2:  # the second adapter: after its first iteration's checkpoint
-            from trace_gym.trainer import train as trainer
+            from trace_gym.trainer import training as trainer
 
             original = trainer.train
 

@@ -58,7 +58,7 @@ def test_a_malformed_file_is_ignored_and_rewritten(home, text):
 
 
 def test_a_local_models_rollout_records_its_rate_and_the_oracles_does_not(tmp_path):
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy
     from trace_gym.rollout import rollout
 
     local = functools.partial(make_policy, "local", model_path=str(FIXTURE), temperature=0.0, max_new_tokens=8,

@@ -55,3 +55,33 @@ def test_malformed_manifests_are_refused_saying_where(text, message):
 def test_shipped_manifest_is_valid():
     data = json.loads((REPO / "generated_envs" / "manifest.json").read_text())
     read_manifest(json.dumps(data), "generated_envs/manifest.json")
+
+
+def test_one_function_decides_where_an_env_runs(tmp_path, monkeypatch):
+    """`trust`: built-in targets, shipped envs and the user's own gymnasium envs run in this
+    process; generated code runs sandboxed, and training on it without a passing audit is
+    refused unless allowed. The trainer and the pipeline ask the same function."""
+    from trace_gym.registry import _ENTRIES, IN_PROCESS, REFUSED, SANDBOXED, EnvEntry, trust
+    from trace_gym.trainer.training import check_env_allowed
+
+    assert trust("trace/airline-v0").mode == IN_PROCESS
+    assert trust("trace/precondition_verification-v0", training=True).mode == IN_PROCESS
+    monkeypatch.setitem(gym.registry, "mine/Own-v0", gym.registry["CartPole-v1"])
+    assert trust("mine/Own-v0", training=True).mode == IN_PROCESS
+    module = tmp_path / "unaudited_env.py"
+    module.write_text((REPO / "tests" / "audit" / "template_env.py").read_text())
+    monkeypatch.setitem(_ENTRIES, "trace/unaudited-v0", EnvEntry(
+        "trace/unaudited-v0", f"file:{module}:TemplateEnv", "test", kind="capability", capability="x",
+        origin="synthesized", sha256="0" * 64))
+    played = trust("trace/unaudited-v0")
+    assert (played.mode, played.audited) == (SANDBOXED, False)
+    refused = trust("trace/unaudited-v0", training=True)
+    assert refused.mode == REFUSED and "trace-gym audit" in refused.reason and "--allow-unaudited" in refused.reason
+    assert trust("trace/unaudited-v0", training=True, allow_unaudited=True).mode == SANDBOXED
+    with pytest.raises(TraceGymError, match="no passing audit"):
+        check_env_allowed("trace/unaudited-v0", allow_unaudited=False)
+
+    from trace_gym.pipeline.stages import audit
+
+    chosen = {"envs": [{"env_id": "trace/unaudited-v0"}, {"env_id": "trace/precondition_verification-v0"}]}
+    assert [e["env_id"] for e in audit({}, chosen, tmp_path)["trainable"]] == ["trace/precondition_verification-v0"]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trace_gym.agents.episodes import make_env
+from trace_gym.driver import make_env
 from trace_gym.rng import Rng
 from trace_gym.schema import UnsafeSchema, compile_arguments_validator, sample_value, tool_call_schema
 

@@ -149,9 +149,10 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
     """The flags `policy_factory` reads. `endpoint=False` leaves out --base-url, --model and
     --api-key, for a command whose own endpoint flags the endpoint policy then shares."""
     g = p.add_argument_group(title)
-    g.add_argument("--policy", default=default, choices=["oracle", "random", "endpoint", "local", "mixture", "router"],
-                   help="oracle/random (built in), endpoint (an OpenAI-compatible server), local (a model directory), "
-                        "mixture / router (adapters composed by `trace-gym compose`, played locally)")
+    from trace_gym.agents import policy_entry, policy_names
+
+    g.add_argument("--policy", default=default, choices=policy_names(),
+                   help="; ".join(f"{name}: {policy_entry(name).summary}" for name in policy_names()))
     if endpoint:
         g.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or the first of $VLLM_BASE_URLS)")
         g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
@@ -175,36 +176,30 @@ def _policy_args(p: argparse.ArgumentParser, title: str = "policy", default: str
     g.add_argument("--retries", type=int, default=3, help="endpoint retries on transient errors")
 
 
+_FLAG_OF = {"max_tokens": "max_new_tokens"}
+"""A policy argument read from a flag of another name (the endpoint's `max_tokens`)."""
+
+
 def policy_factory(args: argparse.Namespace):
-    """A picklable zero-argument factory for the policy the arguments describe."""
+    """A picklable zero-argument factory for the policy the arguments describe: the registered
+    policy's `options`, each from the flag of its name (`trace_gym.agents.registry`)."""
     import functools
 
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy, policy_entry
 
-    if args.policy in ("oracle", "random"):
-        return functools.partial(make_policy, args.policy)
-    if args.policy == "endpoint":
-        return functools.partial(make_policy, "endpoint", base_url=args.base_url, model=args.model,
-                                 api_key=args.api_key, temperature=args.temperature, top_p=args.top_p,
-                                 max_tokens=args.max_new_tokens, timeout=args.timeout, retries=args.retries)
-    from trace_gym.baseagent.build import default_agent_dir
+    entry = policy_entry(args.policy)
+    kwargs = {}
+    for option in entry.options:
+        flag = _FLAG_OF.get(option, option)
+        if hasattr(args, flag):
+            kwargs[option] = getattr(args, flag)
+    if "model_path" in entry.options and not kwargs.get("model_path"):
+        from trace_gym.baseagent.build import default_agent_dir
 
-    path = args.model_path or str(default_agent_dir())
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens,
-                "dtype": getattr(args, "dtype", "auto"), "threads": getattr(args, "threads", None), "announce": True}
-    if args.policy in ("mixture", "router"):
-        composed = getattr(args, "compose_dir", None)
-        if not composed:
-            raise TraceGymError(f"--policy {args.policy} needs --compose-dir (the output of `trace-gym compose`)")
-        from trace_gym.moe.policy import MixturePolicy, RouterPolicy
-
-        if args.policy == "mixture":
-            return functools.partial(MixturePolicy, path, Path(composed) / "mixture", **sampling)
-        router = json.loads((Path(composed) / "router.json").read_text())
-        return functools.partial(RouterPolicy, path, router["adapters"], **sampling)
-    return functools.partial(make_policy, "local", model_path=path, adapter=args.adapter,
-                             engine=getattr(args, "engine", "openvino"),
-                             constrain_calls=getattr(args, "constrain_calls", False), **sampling)
+        kwargs["model_path"] = str(default_agent_dir())
+    if "announce" in entry.options:
+        kwargs["announce"] = True
+    return functools.partial(make_policy, args.policy, **kwargs)
 
 
 LOCAL_IN_FLIGHT = 64
@@ -217,13 +212,17 @@ def in_flight(args: argparse.Namespace) -> int:
     """`--workers`, or the policy's default: a local model's batch, else one per core."""
     if getattr(args, "workers", None):
         return args.workers
-    return LOCAL_IN_FLIGHT if args.policy in ("local", "mixture", "router") else max(1, os.cpu_count() or 1)
+    from trace_gym.agents import policy_entry
+
+    return LOCAL_IN_FLIGHT if policy_entry(args.policy).local else max(1, os.cpu_count() or 1)
 
 
 def _threaded(policy: str) -> bool:
     """Whether the policy's turns wait on a server (so they run in threads, overlapping); the
-    local, mixture and router policies batch their episodes themselves."""
-    return policy == "endpoint"
+    local policies batch their episodes themselves."""
+    from trace_gym.agents import policy_entry
+
+    return policy_entry(policy).server
 
 
 def _run_rollout(args: argparse.Namespace, out: Path | None, samples: int, default_out: str = "") -> Path:
@@ -443,7 +442,7 @@ def _cmd_synthesize(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from trace_gym.trainer.config import GRPOConfig
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     flags = {"env_id": args.env, "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
              "lr": args.lr, "hint_fraction": args.hint_fraction, "seed": args.seed, "threads": args.threads,
@@ -491,7 +490,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def _cmd_compose(args: argparse.Namespace) -> int:
-    from trace_gym.moe.compose import ComposeConfig, compose
+    from trace_gym.moe.composition import ComposeConfig, compose
     from trace_gym.moe.gates import GateConfig
 
     adapters, envs = args.adapters.split(","), args.envs.split(",")

@@ -296,9 +296,19 @@ class _Single(Stepwise):
 
 # -- the driver -----------------------------------------------------------------------------
 
-def _default_make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> Any:
-    from trace_gym.agents.episodes import make_env
+def make_env(env_id: str, **kwargs: Any) -> Any:
+    """A trace-gym env (a generated one in its sandboxed worker), or an env the user registered
+    with gymnasium themselves that follows the same contract."""
+    import gymnasium as gym
 
+    from trace_gym.registry import known, make
+
+    if not known(env_id) and env_id in gym.registry:
+        return gym.make(env_id, **kwargs)
+    return make(env_id, **kwargs)
+
+
+def _default_make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> Any:
     return make_env(env_id, **env_kwargs)
 
 

@@ -39,3 +39,13 @@ class ToolError(TraceGymError):
 
 class EpisodeError(TraceGymError, RuntimeError):
     """The env was driven out of order (step before reset, step after the end)."""
+
+
+class MalformedFile(TraceGymError, ValueError):
+    """A file trace-gym reads (a lock, a manifest, a record) that is not what it must be; the
+    message says which file and why."""
+
+
+class InternalError(TraceGymError, AssertionError):
+    """A broken invariant of trace-gym itself, checked at run time (a bug, never the user's
+    input): the message says which."""

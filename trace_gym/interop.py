@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from trace_gym.agents.episodes import make_env
+from trace_gym.driver import make_env
 from trace_gym.errors import TraceGymError
 from trace_gym.messages import Message
 

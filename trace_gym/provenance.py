@@ -5,9 +5,11 @@
   text files those packages read (the policies). Recorded in every trajectory
   (`env_sha256`): equal hashes, equal episodes for equal seeds and actions. Computed once per
   file version, not per record.
-- `library_sha256()`: the same over the trace_gym modules a generated env may import (the
-  static rules' allowlist), part of the audit lock's key, so that a change to what generated
-  code builds on invalidates its audits and an unrelated commit does not.
+- `library_sha256(modules)`: the same over the trace_gym modules a generated env may import
+  (the static rules' allowlist, passed in by the audit lock), part of the audit lock's key,
+  so that a change to what generated code builds on invalidates its audits and an unrelated
+  commit does not.
+- `dir_sha256(path)`: a model's or adapter's files, for run fingerprints and caches.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import ast
 import functools
 import hashlib
 import importlib.util
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from trace_gym.errors import TraceGymError
 
 ROOT = "trace_gym"
 NOT_BEHAVIOUR = frozenset({"trace_gym.provenance"})
@@ -147,12 +152,34 @@ def source_sha256(source: Any) -> str:
     module = source.entry_point.partition(":")[0]
     path = module_file(module)
     if path is None:
-        raise ValueError(f"no source file for {module}")
+        raise TraceGymError(f"no source file for {module}")
     return env_code_sha256(path)
 
 
-def library_sha256() -> str:
-    """sha256 over the trace_gym modules generated code may import, and what they import."""
-    from trace_gym.audit.static import TRACE_GYM_MODULES
+def library_sha256(modules: Iterable[str]) -> str:
+    """sha256 over `modules` (the trace_gym modules generated code may import:
+    `trace_gym.audit.static.TRACE_GYM_MODULES`) and every trace_gym module they import."""
+    return _files_sha256(closure(modules))
 
-    return _files_sha256(closure(TRACE_GYM_MODULES))
+
+def dir_sha256(path: str | os.PathLike) -> str:
+    """sha256 over a directory's files (names and bytes), or a file's bytes; computed once
+    per version of each file."""
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    parts = [f"{p.relative_to(path) if path.is_dir() else p.name}:{_file_sha256(p)}" for p in files]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    stat = path.stat()
+    return _file_sha256_cached(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _file_sha256_cached(path: Path, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

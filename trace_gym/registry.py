@@ -145,6 +145,49 @@ def source_of(entry: EnvEntry) -> Any:
     return EnvSource.from_file(spec.origin, cls or None)
 
 
+IN_PROCESS, SANDBOXED, REFUSED = "in process", "sandboxed", "refused"
+
+
+@dataclass(frozen=True)
+class Trust:
+    """Where an env's code runs, decided by `trust` alone."""
+
+    env_id: str
+    mode: str
+    """IN_PROCESS, SANDBOXED or REFUSED."""
+    reason: str
+    """Why, in a line (for REFUSED: what to do)."""
+    audited: bool | None = None
+    """For generated code: whether its current code holds a passing audit."""
+
+
+def trust(env_id: str, *, training: bool = False, allow_unaudited: bool = False) -> Trust:
+    """The one decision of where an env runs: in this process (a built-in target, a shipped
+    env, or an env the user registered with gymnasium in their own code), sandboxed (generated
+    code, in an env worker), or refused (generated code to train on without a passing audit,
+    unless `allow_unaudited`). `gym.make`, the trainer and the pipeline all ask it.
+
+    >>> trust("trace/airline-v0").mode
+    'in process'
+    """
+    if not known(env_id) and env_id in gym.registry:
+        return Trust(env_id, IN_PROCESS, "registered with gymnasium by this process's own code")
+    e = entry(env_id)
+    if e.trusted:
+        return Trust(env_id, IN_PROCESS, "a built-in target" if e.kind == "target" else "ships with trace-gym")
+    from trace_gym.audit.lock import passing_entry
+
+    path = Path(source_of(e).path)
+    audited = passing_entry(path) is not None
+    if audited:
+        return Trust(env_id, SANDBOXED, f"generated code ({path.name}) with a passing audit", True)
+    if training and not allow_unaudited:
+        return Trust(env_id, REFUSED, f"{env_id} is generated code ({path}) with no passing audit for its current "
+                     f"code; run `trace-gym audit {path}` first, or pass --allow-unaudited to train on it anyway",
+                     False)
+    return Trust(env_id, SANDBOXED, f"generated code ({path.name}) without a passing audit", False)
+
+
 def env_sha256(env_id: str) -> str:
     """The code sha256 an env's trajectories record (trace_gym.provenance), without making
     the env: a trusted env's class is imported, generated code is only read."""
@@ -163,7 +206,7 @@ def _remote_env(env_id: str, **kwargs: Any) -> Any:
     from trace_gym.sandbox.proxy import RemoteEnv
 
     source = source_of(_ENTRIES[env_id])
-    warn_if_unaudited(Path(source.path))
+    warn_if_unaudited(Path(source.path))  # the same check as `trust`, warned once per file version
     render_mode = kwargs.pop("render_mode", None)
     return RemoteEnv(source, kwargs, render_mode)
 
@@ -189,7 +232,7 @@ def _register(entry: EnvEntry) -> None:
     if entry.id in gym.registry:
         return
     entry_point: Any = entry.entry_point
-    if not entry.trusted:
+    if not entry.trusted:  # what `trust` says of it: sandboxed (its audit is read when it is made)
         entry_point = functools.partial(_remote_env, entry.id)
     gym.register(id=entry.id, entry_point=entry_point, max_episode_steps=MAX_EPISODE_STEPS,
                  disable_env_checker=False)

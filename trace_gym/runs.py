@@ -10,75 +10,26 @@ another fingerprint is refused with what differs; default output paths carry its
 from __future__ import annotations
 
 import functools
-import hashlib
-import inspect
 import os
 from pathlib import Path
 from typing import Any
 
 from trace_gym.jsondata import sha256_json
-
-# The policy arguments that change what an episode is (connection details do not).
-_POLICY_KEYS = {
-    "oracle": (),
-    "random": ("seed", "reply_rate"),
-    "endpoint": ("model", "temperature", "top_p", "max_tokens"),
-    "local": ("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype", "engine",
-              "constrain_calls"),
-}
-
-
-def dir_sha256(path: str | os.PathLike) -> str:
-    """sha256 over a directory's files (names and bytes), or a file's bytes; computed once
-    per version of each file."""
-    path = Path(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    parts = [f"{p.relative_to(path) if path.is_dir() else p.name}:{_file_sha256(p)}" for p in files]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    stat = path.stat()
-    return _file_sha256_cached(path.resolve(), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.cache
-def _file_sha256_cached(path: Path, mtime_ns: int, size: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _policy_class(name: str) -> Any:
-    from trace_gym.agents.base import OraclePolicy, RandomPolicy
-
-    if name == "endpoint":
-        from trace_gym.agents.endpoint import EndpointPolicy
-
-        return EndpointPolicy
-    if name == "local":
-        from trace_gym.agents.local import LocalModelPolicy
-
-        return LocalModelPolicy
-    return {"oracle": OraclePolicy, "random": RandomPolicy}[name]
+from trace_gym.provenance import dir_sha256
 
 
 def describe_policy(name: str, **kwargs: Any) -> dict[str, Any]:
     """A policy's fingerprint from its `make_policy` arguments, without building it (a
-    local model is hashed, not loaded)."""
-    if name not in _POLICY_KEYS:
-        return {"name": name, **{k: v for k, v in sorted(kwargs.items()) if _plain(v)}}
-    defaults = {k: p.default for k, p in inspect.signature(_policy_class(name).__init__).parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    if name == "local":  # the engine is `make_policy`'s argument, not the torch policy's
-        from trace_gym.agents.base import DEFAULT_ENGINE
+    local model is hashed, not loaded): the registered policy's `episode_keys`, the factory's
+    defaults filled in."""
+    from trace_gym.agents import policy_entry, policy_names
 
-        defaults["engine"], defaults["constrain_calls"] = DEFAULT_ENGINE, False
-    values = {**defaults, **{k: v for k, v in kwargs.items() if v is not None or k == "adapter"}}
+    entry = policy_entry(name) if name in policy_names() else None
+    if entry is None or entry.episode_keys is None:
+        return {"name": name, **{k: v for k, v in sorted(kwargs.items()) if _plain(v)}}
+    values = {**entry.defaults(), **{k: v for k, v in kwargs.items() if v is not None or k == "adapter"}}
     out: dict[str, Any] = {"name": name}
-    for key in _POLICY_KEYS[name]:
+    for key in entry.episode_keys:
         value = values.get(key)
         if key == "model" and value is None:
             value = os.environ.get("TRACE_GYM_MODEL") or "default"
@@ -103,11 +54,14 @@ def _plain(value: Any) -> bool:
 def policy_fingerprint(factory: Any) -> dict[str, Any]:
     """The fingerprint of the policy a factory makes: read from `make_policy` arguments when
     the factory is `functools.partial(make_policy, name, ...)`, else from the policy's own
-    `fingerprint()` (or its name)."""
-    from trace_gym.agents.base import make_policy
+    `fingerprint()` (or its name), which is also what a registered policy without
+    `episode_keys` (a composed one: its files say what it is) gives."""
+    from trace_gym.agents import make_policy, policy_entry, policy_names
 
     if isinstance(factory, functools.partial) and factory.func is make_policy and factory.args:
-        return describe_policy(factory.args[0], **factory.keywords)
+        name = factory.args[0]
+        if name not in policy_names() or policy_entry(name).episode_keys is not None:
+            return describe_policy(name, **factory.keywords)
     policy = factory()
     described = getattr(policy, "fingerprint", None)
     return described() if callable(described) else {"name": getattr(policy, "name", type(policy).__name__)}

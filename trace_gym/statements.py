@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from trace_gym.errors import InvalidConfig
+
 FLIGHT_STATUSES = ("available", "on time", "delayed", "flying", "landed", "cancelled")
 
 _AMOUNT = re.compile(r"\$\s?(\d+(?:\.\d+)?)|\busd\s?(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s?(?:dollars?|usd)\b")
@@ -85,7 +87,7 @@ def _values(text: str, kind: str, value: str) -> Iterator[str]:
         return (m.group(0) for m in _token_pattern(value).finditer(text))
     if kind in _PATTERNS:
         return (_normal_value(kind, m.group(1)) for m in _PATTERNS[kind].finditer(text))
-    raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
+    raise InvalidConfig(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
 
 
 def values_stated(text: str, kind: str, value: str) -> list[str]:
@@ -137,7 +139,7 @@ def _allowed(kind: str, also: Iterable[str]) -> frozenset[str]:
 
 def _states(text: str, kind: str, value: str, allowed: frozenset[str] = frozenset()) -> bool:
     if kind not in KINDS:
-        raise ValueError(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
+        raise InvalidConfig(f"unknown statement kind {kind!r}; known: {', '.join(KINDS)}")
     if _clue(kind, value) not in text:
         return False
     wanted, found = _normal_value(kind, value), False

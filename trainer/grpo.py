@@ -61,6 +61,7 @@ import torch
 
 from trace_gym.agents.episodes import Backend, Request, Rollout
 from trace_gym.agents.prefix import per_sample, shared_prefix
+from trace_gym.errors import InternalError
 from trace_gym.seeding import SPLITS
 from trace_gym.trainer import distributed
 from trace_gym.trainer.config import GRPOConfig
@@ -111,7 +112,7 @@ def group_by_seed(rollouts: list[Rollout], group_size: int) -> dict[int, list[Ro
     for seed, group in groups.items():
         samples = sorted(r.request.sample for r in group)
         if samples != list(range(group_size)):
-            raise AssertionError(f"group of seed {seed} holds samples {samples}, expected 0..{group_size - 1}")
+            raise InternalError(f"group of seed {seed} holds samples {samples}, expected 0..{group_size - 1}")
     return dict(groups)
 
 

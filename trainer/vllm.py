@@ -44,7 +44,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from trace_gym.agents.episodes import render_prompt, unhinted
+from trace_gym.agents.chat import render_prompt, unhinted
 from trace_gym.driver import Episode, Live, Played, Reply, Turn, play_in_order
 from trace_gym.errors import InvalidConfig, TraceGymError
 

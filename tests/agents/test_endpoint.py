@@ -82,7 +82,7 @@ def test_failed_rollout_writes_no_half_episode(tmp_path):
     out = tmp_path / "runs.jsonl"
     import functools
 
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy
 
     with FakeServer(script) as server:
         factory = functools.partial(make_policy, "endpoint", base_url=server.url, model="fake", retries=1)

@@ -46,7 +46,7 @@ def test_whole_episodes_with_the_fixture(policy):
 
 
 def test_batched_rollout(tmp_path):
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy
     from trace_gym.rollout import read_records, rollout
 
     factory = functools.partial(make_policy, "local", model_path=str(FIXTURE), temperature=1.0, max_new_tokens=16)

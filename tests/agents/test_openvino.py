@@ -108,7 +108,7 @@ def test_missing_openvino_says_how_to_install(monkeypatch):
 
 def test_export_is_cached_and_redone_when_stale(ir, tmp_path):
     from trace_gym.agents.openvino import MARKER, export
-    from trace_gym.runs import dir_sha256
+    from trace_gym.provenance import dir_sha256
 
     marker = json.loads((ir / MARKER).read_text())
     assert marker["source_sha256"] == dir_sha256(FIXTURE) and marker["weight_format"] == "fp32"
@@ -225,8 +225,9 @@ def test_adapter_is_applied_as_peft_applies_it(ir, adapter):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from trace_gym.agents.episodes import make_env, render_prompt
+    from trace_gym.agents.chat import render_prompt
     from trace_gym.agents.openvino import adapter_alpha
+    from trace_gym.driver import make_env
 
     assert adapter_alpha(adapter) == 2.0
     policy = _policy(ir, adapter=adapter)
@@ -296,7 +297,7 @@ def test_play_returns_finished_episodes_with_turns(ir):
 
 
 def test_fingerprint_names_what_decides_the_outputs(ir, adapter):
-    from trace_gym.runs import dir_sha256
+    from trace_gym.provenance import dir_sha256
 
     fingerprint = _policy(ir, adapter=adapter, temperature=0.7, top_p=0.9).fingerprint()
     assert fingerprint["model_sha256"] == dir_sha256(FIXTURE)
@@ -312,7 +313,7 @@ def test_a_local_policy_runs_on_openvino_by_default(tmp_path, monkeypatch):
     _needs_openvino()
     import functools
 
-    from trace_gym.agents.base import make_policy
+    from trace_gym.agents import make_policy
     from trace_gym.agents.local import LocalModelPolicy
     from trace_gym.agents.openvino import OpenVINOPolicy, default_ir_dir
     from trace_gym.runs import policy_fingerprint
@@ -365,7 +366,7 @@ def test_constrained_tool_calls_are_valid_calls_of_the_offered_tools(ir):
 
 
 def _tools(played):
-    from trace_gym.agents.episodes import make_env
+    from trace_gym.driver import make_env
 
     env = make_env(RETAIL["env_id"], **RETAIL["env_kwargs"])
     _, info = env.reset(seed=played.seed)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import reference_file
-from trace_gym.agents.base import make_policy
+from trace_gym.agents import make_policy
 from trace_gym.analysis.trajectories import batches, load_records
 from trace_gym.cli import main
 from trace_gym.errors import TraceGymError

@@ -253,7 +253,7 @@ def test_fused_experts_load_and_one_forced_expert_equals_its_adapter_alone(moe):
 
 def test_an_adapter_the_mixture_cannot_take_is_refused_before_any_episode(moe, adapters, tmp_path, monkeypatch):
     from trace_gym.errors import InvalidConfig
-    from trace_gym.moe import compose as composing
+    from trace_gym.moe import composition as composing
 
     base, moe_adapters = moe
     played = []

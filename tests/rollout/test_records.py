@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from trace_gym.agents.base import make_policy
+from trace_gym.agents import make_policy
 from trace_gym.cli import main
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import sha256_json

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from trace_gym.agents.base import make_policy
+from trace_gym.agents import make_policy
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import sha256_json
 from trace_gym.rollout import append_record, read_records, rollout

@@ -9,9 +9,10 @@ import pytest
 
 from tests.conftest import TARGETS, oracle, play
 from trace_gym.seeding import SPLITS
+from trace_gym.targets.user import YES
 from trace_gym.testing import adversaries
 from trace_gym.testing.wording import MAX_GAIN, wording_leak
-from trace_gym.targets.user import YES
+
 
 def _with_kinds(env_id, kinds, **knobs):
     return gym.make(env_id, kinds=kinds, compound_rate=0.0, **knobs)

@@ -32,7 +32,7 @@ def update_once(config_kw: dict) -> dict[str, torch.Tensor]:
     """The LoRA weights after one update of the fixture on `batch_rollouts`, and its metrics."""
     from trace_gym.trainer import grpo
     from trace_gym.trainer.config import GRPOConfig
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     torch.set_num_threads(1)
     config = GRPOConfig(**{"lora_rank": 4, "lora_alpha": 4, "lr": 1e-2, "threads": 1, **config_kw})

@@ -153,7 +153,7 @@ def test_config_refuses_bad_values_naming_them():
 
 @pytest.fixture(scope="module")
 def fixture_model():
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     torch.set_num_threads(1)
     return load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
@@ -195,7 +195,7 @@ def test_only_completion_tokens_carry_loss(fixture_model):
 
 def test_shared_prefix_gradient_equals_the_per_sample_gradient():
     from trace_gym.agents.prefix import build_tree, count_tokens, per_sample, shared_prefix, target_positions
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     model, tokenizer = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
     rollouts = _play(model, tokenizer, "trace/retail-v0", [3, 4], max_new_tokens=16)
@@ -239,7 +239,7 @@ def test_hinted_rollouts_train_on_the_hint_free_prompt(fixture_model):
 
 
 def test_a_step_moves_the_lora_weights_and_leaves_the_base_frozen():
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     model, tokenizer = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -272,7 +272,7 @@ def _strip(rows):
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     config = _config()
     train(config, FIXTURE, tmp_path / "whole", log=None)
@@ -302,7 +302,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
 def test_a_run_extended_with_more_iterations_resumes_to_the_longer_run(tmp_path):
     """Resume continues to a larger --iterations; it refuses, by name, only a setting that
     changes what was trained, and a count below what was trained."""
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     whole = [json.loads(line) for line in (train(_config(), FIXTURE, tmp_path / "whole", log=None).parent
                                            / "metrics.jsonl").read_text().splitlines()]
@@ -320,7 +320,7 @@ def test_a_run_extended_with_more_iterations_resumes_to_the_longer_run(tmp_path)
 
 
 def test_the_base_weights_take_the_configs_dtype_and_the_adapter_stays_fp32(tmp_path):
-    from trace_gym.trainer.train import load_model, train
+    from trace_gym.trainer.training import load_model, train
 
     model, _ = load_model(FIXTURE, _config(model_dtype="bfloat16"))
     kinds = {("lora_" in n, p.dtype) for n, p in model.named_parameters()}
@@ -335,7 +335,7 @@ def test_the_base_weights_take_the_configs_dtype_and_the_adapter_stays_fp32(tmp_
 
 def test_a_generated_env_without_a_passing_audit_is_refused(tmp_path, monkeypatch):
     from trace_gym.registry import _ENTRIES, EnvEntry
-    from trace_gym.trainer.train import check_env_allowed
+    from trace_gym.trainer.training import check_env_allowed
 
     module = tmp_path / "unaudited_env.py"
     module.write_text((REPO / "tests" / "audit" / "template_env.py").read_text())
@@ -355,7 +355,7 @@ def test_grpo_learns_a_small_env(seed, tmp_path):
     reward rises by at least 0.3 within 30 iterations, in under two minutes on one thread."""
     import time
 
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     rows = []
     started = time.process_time()
@@ -377,7 +377,7 @@ def test_fused_moe_experts_get_lora_through_target_parameters(tmp_path):
     from transformers import AutoTokenizer, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     from trace_gym.runconfig import load
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     tiny = Qwen3MoeConfig(vocab_size=1024, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
                           num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
@@ -397,7 +397,7 @@ def test_trainer_old_logp_ignores_the_samplers_log_probabilities():
     """With old_logp = "trainer" the first step's ratio is 1 whatever the sampler reported
     (nothing clipped, the same loss as with exact p_old), and the mismatch is still reported;
     with "sampler", log-probabilities far from the trainer's are clipped."""
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     def step(old_logp: str, reported: float) -> dict[str, float]:
         model, _ = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
@@ -422,7 +422,7 @@ def test_update_dtype_runs_the_updates_products_in_bf16_and_keeps_the_weights_fp
     adapter, its gradients and the log-probabilities stay fp32; 'float32' runs them in fp32;
     'auto' follows the CPU's native bf16; a bad value is refused by name."""
     from trace_gym.agents import hardware
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     def step(update_dtype: str) -> tuple[set, dict]:
         model, _ = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))

@@ -46,7 +46,7 @@ def test_rollouts_follow_the_synced_adapter(base, tmp_path):
 
     from trace_gym.agents.prefix import per_sample
     from trace_gym.trainer.openvino import OpenVINOBackend
-    from trace_gym.trainer.train import load_model
+    from trace_gym.trainer.training import load_model
 
     torch.manual_seed(0)
     model, _ = load_model(base, GRPOConfig(lora_rank=4, lora_alpha=8))
@@ -78,7 +78,7 @@ def test_rollouts_follow_the_synced_adapter(base, tmp_path):
 
 
 def test_a_resumed_openvino_run_equals_the_uninterrupted_one(base, tmp_path):
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     config = _config(backend="openvino")
     train(config, base, tmp_path / "whole", log=None)

@@ -43,7 +43,7 @@ def test_training_through_two_servers_hot_swaps_the_adapter(tmp_path, monkeypatc
     trainer's log_softmax(logits / T): dropping the temperature on either side fails here."""
     import re
 
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     with FakeVLLM(FIXTURE, "processed_logprobs") as a, FakeVLLM(FIXTURE, "processed_logprobs") as b:
         monkeypatch.setenv("VLLM_BASE_URLS", f"{a.url},{b.url}")
@@ -67,7 +67,7 @@ def test_training_through_two_servers_hot_swaps_the_adapter(tmp_path, monkeypatc
 
 
 def test_a_server_reporting_raw_logprobs_is_refused_at_start(tmp_path, monkeypatch):
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     with FakeVLLM(FIXTURE) as server:  # vLLM's default mode: before the temperature
         monkeypatch.setenv("VLLM_BASE_URLS", server.url)
@@ -77,7 +77,7 @@ def test_a_server_reporting_raw_logprobs_is_refused_at_start(tmp_path, monkeypat
 
 
 def test_a_resumed_vllm_run_reloads_the_adapter_its_killed_run_left_loaded(tmp_path, monkeypatch):
-    from trace_gym.trainer.train import train
+    from trace_gym.trainer.training import train
 
     def crash(row):
         raise KeyboardInterrupt  # after iteration 0, before its checkpoint

@@ -1,4 +1,5 @@
-"""The policy interface and the two policies every env supports without a model.
+"""The policy interface, the two policies every env supports without a model, and the local
+model's engines (`local_policy`). The policies by name: `trace_gym.agents.registry`.
 
 A policy maps (messages, tools) to the agent's next turn, in any form the env accepts
 (a tool-call dict, an assistant message, or text). `bind(env)` gives a policy the episode
@@ -69,28 +70,6 @@ class RandomPolicy:
         return {"name": fn["name"], "arguments": sample_value(fn["parameters"], self.rng)}
 
 
-def check_sampling(owner: str, temperature: Any, top_p: Any, max_tokens: Any) -> None:
-    """Refuse sampling settings that no server or `generate()` honours, naming the value
-    (a server would refuse them only at the first request, or not at all)."""
-    for name, value, ok, rule in (
-        ("temperature", temperature, _number(temperature) and temperature >= 0, "must be a number >= 0"),
-        ("top_p", top_p, _number(top_p) and 0 < top_p <= 1, "must be a number in (0, 1]"),
-        ("max_tokens", max_tokens, type(max_tokens) is int and max_tokens >= 1, "must be an integer >= 1"),
-    ):
-        if not ok:
-            raise InvalidConfig(f"{owner}: {name}={value!r} is invalid: {rule}")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
-
-
-def _endpoint(**kwargs: Any) -> Policy:
-    from trace_gym.agents.endpoint import EndpointPolicy
-
-    return EndpointPolicy(**kwargs)
-
-
 ENGINES = ("openvino", "torch")
 """The engines a local model runs on: OpenVINO GenAI (`trace_gym.agents.openvino`, the
 default: 2.2 times the torch engine's episodes a minute on the embedded agent's capability-env
@@ -101,7 +80,13 @@ _TORCH_ONLY = ("lockstep",)
 _OPENVINO_ONLY = ("constrain_calls",)
 
 
-def _local(engine: str = DEFAULT_ENGINE, **kwargs: Any) -> Policy:
+def local_policy(engine: str = DEFAULT_ENGINE, constrain_calls: bool = False, lockstep: bool = False,
+                 **kwargs: Any) -> Policy:
+    """A local model on `engine` (the "local" policy): the torch policy's arguments
+    (`trace_gym.agents.local.LocalModelPolicy`), `constrain_calls` on OpenVINO only and
+    `lockstep` on torch only."""
+    kwargs = {**kwargs, **({"constrain_calls": True} if constrain_calls else {}),
+              **({"lockstep": True} if lockstep else {})}
     if engine not in ENGINES:
         raise InvalidConfig(f"local policy: engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
     if engine == "torch":
@@ -117,14 +102,3 @@ def _local(engine: str = DEFAULT_ENGINE, **kwargs: Any) -> Policy:
     from trace_gym.agents.openvino import OpenVINOPolicy
 
     return OpenVINOPolicy(**{k: v for k, v in kwargs.items() if k not in _TORCH_ONLY})
-
-
-POLICIES = {"oracle": OraclePolicy, "random": RandomPolicy, "endpoint": _endpoint, "local": _local}
-
-
-def make_policy(name: str, **kwargs: Any) -> Policy:
-    """A policy by name: oracle, random, endpoint (an OpenAI-compatible server) or local (a
-    transformers model directory, optionally with a LoRA adapter)."""
-    if name not in POLICIES:
-        raise InvalidConfig(f"unknown policy {name!r}; allowed: {', '.join(POLICIES)}")
-    return POLICIES[name](**kwargs)

@@ -43,7 +43,7 @@ class EndpointPolicy:
                  timeout: float = 60.0, retries: int = 3, backoff: float = 0.5) -> None:
         from openai import OpenAI
 
-        from trace_gym.agents.base import check_sampling
+        from trace_gym.agents.sampling import check_sampling
 
         check_sampling("endpoint policy", temperature, top_p, max_tokens)
         if not (isinstance(timeout, (int, float)) and timeout > 0):

@@ -21,9 +21,8 @@ from typing import Any, Protocol
 from trace_gym.driver import Episode as Request
 from trace_gym.driver import Played as Rollout
 from trace_gym.driver import Turn
-from trace_gym.messages import Message
 
-__all__ = ["Backend", "LocalBackend", "Request", "Rollout", "Turn", "make_env", "render_prompt", "unhinted"]
+__all__ = ["Backend", "LocalBackend", "Request", "Rollout", "Turn"]
 
 
 class Backend(Protocol):
@@ -31,32 +30,6 @@ class Backend(Protocol):
 
     def sync(self, model: Any, iteration: int) -> None:
         """Make the next rollouts use the model's current adapter weights."""
-
-
-def make_env(env_id: str, **kwargs: Any) -> Any:
-    """A trace-gym env (a generated one in its sandboxed worker), or an env the user registered
-    with gymnasium themselves that follows the same contract."""
-    import gymnasium as gym
-
-    from trace_gym.registry import known, make
-
-    if not known(env_id) and env_id in gym.registry:
-        return gym.make(env_id, **kwargs)
-    return make(env_id, **kwargs)
-
-
-def render_prompt(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
-    """The token ids of the model's prompt for its next turn (its chat template, the tools,
-    the generation prompt), as the local policy renders it."""
-    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-def unhinted(messages: list[Message], system_prompt: str) -> list[Message]:
-    """The conversation with its system prompt replaced by the hint-free one."""
-    if not messages or messages[0].get("role") != "system":
-        raise ValueError("an episode's observation must open with its system prompt")
-    return [{**messages[0], "content": system_prompt}, *messages[1:]]
 
 
 class LocalBackend:

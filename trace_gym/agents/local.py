@@ -39,8 +39,8 @@ class LocalModelPolicy:
         import torch
         from transformers import AutoTokenizer
 
-        from trace_gym.agents.base import check_sampling
         from trace_gym.agents.causal_lm import load_causal_lm
+        from trace_gym.agents.sampling import check_sampling
 
         check_sampling("local policy", temperature, top_p, max_new_tokens)
         where = placement(dtype, threads)
@@ -85,7 +85,7 @@ class LocalModelPolicy:
     def from_model(cls, model: Any, tokenizer: Any, *, name: str, temperature: float = 1.0, top_p: float = 1.0,
                    max_new_tokens: int = 192, seed: int = 0, kv_reuse: bool = True) -> LocalModelPolicy:
         """A policy over a model already in memory (its own caches; the weights are shared)."""
-        from trace_gym.agents.base import check_sampling
+        from trace_gym.agents.sampling import check_sampling
 
         check_sampling("local policy", temperature, top_p, max_new_tokens)
         policy = cls.__new__(cls)
@@ -99,7 +99,7 @@ class LocalModelPolicy:
     # -- the driver's batched interface ------------------------------------------------------
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
-        from trace_gym.agents.episodes import render_prompt
+        from trace_gym.agents.chat import render_prompt
 
         return render_prompt(self.tokenizer, messages, tools)
 
@@ -110,7 +110,7 @@ class LocalModelPolicy:
         return stream_seed(self.seed, episode.stream())
 
     def submit(self, live: Live) -> None:
-        from trace_gym.agents.episodes import unhinted
+        from trace_gym.agents.chat import unhinted
 
         prompt = self.prompt_ids(live.messages, live.tools)
         loss_prompt = prompt

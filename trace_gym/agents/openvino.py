@@ -105,7 +105,7 @@ def default_ir_dir(model_dir: str | os.PathLike, weight_format: str = "fp16") ->
     """Where `export` caches a model's IR when no `out_dir` is given: in trace-gym's cache
     (`$TRACE_GYM_HOME`, else `~/.cache/trace-gym`), keyed by the model's sha256."""
     from trace_gym.baseagent.weights import cache_home
-    from trace_gym.runs import dir_sha256
+    from trace_gym.provenance import dir_sha256
 
     path = Path(model_dir).resolve()
     return cache_home() / "openvino" / f"{path.name}-{dir_sha256(path)[:16]}.{weight_format}"
@@ -126,7 +126,7 @@ def export(model_dir: str | os.PathLike, out_dir: str | os.PathLike | None = Non
 
     `weight_format` "fp16" stores the weights in float16 (computed at the precision hint),
     "fp32" keeps them in float32."""
-    from trace_gym.runs import dir_sha256
+    from trace_gym.provenance import dir_sha256
 
     if weight_format not in WEIGHT_FORMATS:
         raise InvalidConfig(f"weight_format={weight_format!r} is invalid; allowed: {', '.join(WEIGHT_FORMATS)}")
@@ -416,7 +416,7 @@ class OpenVINOPolicy:
                  kv_cache_precision: str | None = None, cache_gb: int | None = None,
                  max_num_batched_tokens: int | None = None, ir_dir: str | os.PathLike | None = None,
                  kv_reuse: bool = True, constrain_calls: bool = False, announce: bool = False) -> None:
-        from trace_gym.agents.base import check_sampling
+        from trace_gym.agents.sampling import check_sampling
 
         check_sampling("openvino policy", temperature, top_p, max_new_tokens)
         self.placement = placement(dtype, threads, owner="openvino policy")
@@ -550,7 +550,7 @@ class OpenVINOPolicy:
     def submit(self, live: Live) -> None:
         """Queue `live`'s next turn: it starts at once if the turns in flight leave it room in
         the key/value cache, else when enough of them have ended (see "Memory" above)."""
-        from trace_gym.agents.episodes import render_prompt, unhinted
+        from trace_gym.agents.chat import render_prompt, unhinted
 
         if self.pipeline is None:
             raise InvalidConfig("openvino policy: closed")
@@ -643,7 +643,7 @@ class OpenVINOPolicy:
 
     def fingerprint(self) -> dict[str, Any]:
         """What decides this policy's outputs: the weights, the adapter, the sampling, the precision."""
-        from trace_gym.runs import dir_sha256
+        from trace_gym.provenance import dir_sha256
 
         return {"name": "openvino", "model_sha256": dir_sha256(self.model_path),
                 "adapter_sha256": dir_sha256(self.adapter) if self.adapter is not None else None,

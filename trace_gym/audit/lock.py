@@ -6,7 +6,7 @@
 entry exactly). An entry holds for a module only while all three of its key parts are
 current: the module's own sha256, the kit version (a kit that checks more must look again),
 and `library_sha256`, the hash of the trace_gym modules a generated env may import
-(`trace_gym.provenance.library_sha256`), so that a change to what the module builds on needs
+(`trace_gym.provenance.library_sha256` over `trace_gym.audit.static.TRACE_GYM_MODULES`), so that a change to what the module builds on needs
 a new audit and an unrelated commit does not. `isolation` is what the module ran under
 during its audit: an entry made under the fallback isolation (not a boundary: the module
 could have reached the auditor) holds only where the fallback is asked for again. Written
@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from trace_gym.errors import MalformedFile
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
 from trace_gym.sandbox.isolation import env_mode
 
@@ -38,9 +39,9 @@ def read_lock(directory: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        raise MalformedFile(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
-        raise ValueError(f"{path}: expected an object with an 'entries' object")
+        raise MalformedFile(f"{path}: expected an object with an 'entries' object")
     return data
 
 
@@ -56,10 +57,11 @@ def record(directory: Path, code_sha256: str, entry: dict[str, Any]) -> None:
 
 def current_key() -> dict[str, str]:
     """The parts of a lock entry's key that do not depend on the module."""
+    from trace_gym.audit.static import TRACE_GYM_MODULES
     from trace_gym.provenance import library_sha256
-    from trace_gym.testing import KIT_VERSION
+    from trace_gym.testing.version import KIT_VERSION
 
-    return {"kit_version": KIT_VERSION, "library_sha256": library_sha256()}
+    return {"kit_version": KIT_VERSION, "library_sha256": library_sha256(TRACE_GYM_MODULES)}
 
 
 def stale_reason(entry: dict[str, Any] | None) -> str | None:

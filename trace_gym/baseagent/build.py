@@ -411,6 +411,9 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     if record.is_file() and json.loads(record.read_text()).get("config") == json.loads(json.dumps(config.identity())):
         say(f"base agent: {out} is already built with this configuration")
         return out
+    from trace_gym.baseagent.weights import check_build_out
+
+    check_build_out(out)  # before the build's minutes, not after
     started = time.perf_counter()
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)

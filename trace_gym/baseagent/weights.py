@@ -165,12 +165,26 @@ def convert_gguf(gguf: Path, out: Path, log: Callable[[str], None] = print) -> P
     return save_model_dir(model, tokenizer, out)
 
 
+BUILD_RECORD = "trace_gym_build.json"
+"""The file every built agent directory holds: the recipe and what the build measured."""
+
+
+def check_build_out(out: Path) -> None:
+    """Refuse to build into `out` when it holds anything but an earlier build (a build
+    replaces its directory whole: a user's own files there would be deleted)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / BUILD_RECORD).is_file())):
+        raise TraceGymError(f"--out {str(out)!r} exists and is not an agent build (no {BUILD_RECORD}); a build "
+                            "replaces its directory whole: choose another --out, or remove it first")
+
+
 def save_model_dir(model, tokenizer, out: Path, files: dict[str, str] | None = None) -> Path:
     """Save `model` and `tokenizer` with this project's chat template (and any extra text
     `files`) under a temporary name, then rename it to `out`: never half-written."""
     from trace_gym.tinyagent.template import CHAT_TEMPLATE, EOS, PAD
 
     out = Path(out)
+    check_build_out(out)
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         shutil.rmtree(tmp)

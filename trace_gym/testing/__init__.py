@@ -15,12 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from trace_gym.errors import InvalidConfig
 from trace_gym.sandbox.pool import WorkerLost
 from trace_gym.testing.envref import EnvRef
 from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
-
-KIT_VERSION = "6"
-"""Bumped when a property changes what it accepts (a lock entry of another version is stale)."""
+from trace_gym.testing.version import KIT_VERSION
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] 
     names = [n for n in (only or list(PROPERTIES)) if n not in (skip or [])]
     unknown = [n for n in names if n not in PROPERTIES]
     if unknown:
-        raise KeyError(f"unknown properties {unknown}; known: {', '.join(PROPERTIES)}")
+        raise InvalidConfig(f"unknown properties {unknown}; known: {', '.join(PROPERTIES)}")
     return KitReport(ref.describe(), tuple(run_property(n, ref, settings) for n in names))
 
 

@@ -443,6 +443,9 @@ def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, 
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     out = Path(out) if out else default_cache_dir() / f"{config.preset}-seed{config.seed}"
+    from trace_gym.baseagent.weights import check_build_out
+
+    check_build_out(out)  # before the build's minutes: a build replaces its directory whole
     started = time.perf_counter()
     log(f"demonstrations: {config.episodes} oracle episodes per target env")
     demos = demonstrations(config)
@@ -466,6 +469,7 @@ def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, 
     if out.exists():
         import shutil
 
+        check_build_out(out)
         shutil.rmtree(out)
     tmp.rename(out)  # the finished build appears at once, never half-written
     log(f"built {out} in {time.perf_counter() - started:.0f} s")

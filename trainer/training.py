@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym import rates
-from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.errors import InternalError, InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
 from trace_gym.trainer import checkpoint
 from trace_gym.trainer.config import GRPOConfig
@@ -26,22 +26,13 @@ ADAPTER_RECORD = "trace_gym_adapter.json"
 
 
 def check_env_allowed(env_id: str, allow_unaudited: bool) -> None:
-    """A generated env (not shipped) trains only with a passing audit record, or when the
-    user says `allow_unaudited`."""
-    import gymnasium as gym
+    """Train only on what `trace_gym.registry.trust` allows: generated code needs a passing
+    audit unless the user says `allow_unaudited`."""
+    from trace_gym.registry import REFUSED, trust
 
-    from trace_gym.audit.lock import passing_entry
-    from trace_gym.registry import entry, known, source_of
-
-    if not known(env_id) and env_id in gym.registry:
-        return  # registered with gymnasium by the user's own code, in this process
-    e = entry(env_id)
-    if e.trusted or allow_unaudited:
-        return
-    path = Path(source_of(e).path)
-    if passing_entry(path) is None:
-        raise TraceGymError(f"{env_id} is generated code ({path}) with no passing audit for its current code; run "
-                            f"`trace-gym audit {path}` first, or pass --allow-unaudited to train on it anyway")
+    decision = trust(env_id, training=True, allow_unaudited=allow_unaudited)
+    if decision.mode == REFUSED:
+        raise TraceGymError(decision.reason)
 
 
 def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
@@ -64,7 +55,7 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
                                              target_parameters=list(config.lora_target_parameters) or None))
     frozen_wrong = [n for n, p in model.named_parameters() if p.requires_grad != ("lora_" in n)]
     if frozen_wrong:
-        raise AssertionError(f"only LoRA weights may train; wrong: {frozen_wrong[:3]}")
+        raise InternalError(f"only LoRA weights may train; wrong: {frozen_wrong[:3]}")
     return model.eval(), tokenizer
 
 
@@ -96,9 +87,8 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
 def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> dict[str, float]:
     """Greedy episodes on the validation slice: mean reward and pass rate."""
     from trace_gym.agents.episodes import Request
-    from trace_gym.trainer.grpo import validation_seeds
-
     from trace_gym.trainer.distributed import play_sharded
+    from trace_gym.trainer.grpo import validation_seeds
 
     backend.sync(model, iteration)
     rollouts = play_sharded(backend.play, [Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
@@ -111,7 +101,7 @@ def _env_sha256(env_id: str) -> str | None:
 
     if known(env_id):
         return env_sha256(env_id)
-    from trace_gym.agents.episodes import make_env
+    from trace_gym.driver import make_env
 
     env = make_env(env_id)
     sha = getattr(env.unwrapped, "code_sha256", None)
@@ -123,7 +113,7 @@ def export_adapter(model: Any, target: Path, config: GRPOConfig, base: Path, met
     """Save the adapter with its provenance, atomically (a temporary directory renamed)."""
     import os
 
-    from trace_gym.runs import dir_sha256
+    from trace_gym.provenance import dir_sha256
 
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -149,10 +139,9 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     directory (`out/adapter`)."""
     import torch
 
+    from trace_gym.trainer import distributed
     from trace_gym.trainer.grpo import iteration
     from trace_gym.trainer.metrics import MetricsLog, summary_table
-
-    from trace_gym.trainer import distributed
 
     base, out = Path(base), Path(out)
     check_env_allowed(config.env_id, allow_unaudited)

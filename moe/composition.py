@@ -54,7 +54,8 @@ def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str,
     from peft import PeftModel
 
     from trace_gym.agents.causal_lm import load_causal_lm
-    from trace_gym.agents.episodes import LocalBackend, Request, make_env
+    from trace_gym.agents.episodes import LocalBackend, Request
+    from trace_gym.driver import make_env
 
     model = PeftModel.from_pretrained(load_causal_lm(base, torch.float32),
                                       str(adapter)).eval()
@@ -130,7 +131,7 @@ def _with_tools(record: dict[str, Any], env_id: str, knobs: dict[str, Any]) -> d
     """A trajectory record with the tools its episode offered (records do not store them)."""
     if "tools" in record:
         return record
-    from trace_gym.agents.episodes import make_env
+    from trace_gym.driver import make_env
 
     env = make_env(env_id, **knobs)
     try:

@@ -1,0 +1,106 @@
+"""The policy registry: one `register_policy` line makes a policy playable by name, listed by
+the CLI, and fingerprinted in run records; bad registrations are refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_gym.agents import make_policy, policy_entry, policy_names, register_policy
+from trace_gym.agents.registry import _POLICIES
+from trace_gym.errors import InvalidConfig
+
+
+class Greeter:
+    """A policy of one line: it always says the same thing."""
+
+    name = "greeter"
+
+    def __init__(self, text: str = "Hello, how can I help?", temperature: float = 1.0, timeout: float = 5.0) -> None:
+        self.text = text
+
+    def bind(self, env, seed: int = 0, sample: int = 0) -> None:
+        pass
+
+    def act(self, messages, tools):
+        return self.text
+
+
+@pytest.fixture
+def greeter():
+    register_policy("greeter", Greeter, summary="says hello", options=("temperature",), episode_keys=("text",))
+    yield
+    _POLICIES.pop("greeter", None)
+
+
+def test_built_in_policies_are_registered_in_order():
+    assert policy_names()[:6] == ["oracle", "random", "endpoint", "local", "mixture", "router"]
+    assert policy_entry("local").local and policy_entry("endpoint").server and not policy_entry("oracle").local
+
+
+def test_one_line_makes_a_policy_playable_listed_and_fingerprinted(greeter, tmp_path, capsys):
+    from trace_gym.cli import main
+    from trace_gym.runs import describe_policy
+
+    assert isinstance(make_policy("greeter"), Greeter)
+    assert describe_policy("greeter", text="hi", timeout=9.0) == {"name": "greeter", "text": "hi"}
+    assert describe_policy("greeter") == {"name": "greeter", "text": "Hello, how can I help?"}
+    with pytest.raises(SystemExit):
+        main(["rollout", "--help"])
+    assert "greeter: says hello" in " ".join(capsys.readouterr().out.split())
+    out = tmp_path / "greeter.jsonl"
+    assert main(["rollout", "trace/retail-v0", "--seeds", "0:2", "--policy", "greeter", "--out", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 and all(r["run"]["policy"] == {"name": "greeter", "text": "Hello, how can I help?"}
+                                     for r in records)
+    assert records[0]["messages"][2] == {"role": "assistant", "content": "Hello, how can I help?"}
+
+
+def test_a_factory_named_by_string_is_imported_when_first_made(greeter):
+    register_policy("oracle_by_name", "trace_gym.agents.base:OraclePolicy", summary="the oracle, by name")
+    try:
+        assert make_policy("oracle_by_name").name == "oracle"
+    finally:
+        _POLICIES.pop("oracle_by_name")
+    register_policy("missing", "trace_gym.agents.base:NoSuchPolicy", summary="nothing")
+    try:
+        with pytest.raises(InvalidConfig, match="'missing': cannot load 'trace_gym.agents.base:NoSuchPolicy'"):
+            make_policy("missing")
+    finally:
+        _POLICIES.pop("missing")
+
+
+@pytest.mark.parametrize("name, factory, message", [
+    ("oracle", Greeter, "'oracle' is already registered"),
+    ("two words", Greeter, "'two words' is invalid"),
+    ("dotless", "trace_gym.agents.base", "must be a callable or 'module:attr'"),
+])
+def test_bad_registrations_are_refused_by_name(name, factory, message):
+    with pytest.raises(InvalidConfig, match=message):
+        register_policy(name, factory, summary="")
+    assert "dotless" not in policy_names() and policy_entry("oracle").factory.__name__ == "OraclePolicy"
+
+
+def test_an_unknown_policy_or_argument_is_named():
+    with pytest.raises(InvalidConfig, match="unknown policy 'orcle'; registered: oracle, random, endpoint"):
+        make_policy("orcle")
+    with pytest.raises(InvalidConfig, match="policy 'random' takes no argument temprature"):
+        make_policy("random", temprature=0.5)
+
+
+def test_the_readmes_registration_example_runs():
+    """The README's block itself: executed, it registers a policy that then plays by name."""
+    import re
+
+    from tests.conftest import REPO
+
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    (code,) = [b for b in blocks if 'register_policy("greeter"' in b]
+    _POLICIES.pop("greeter", None)
+    namespace: dict = {}
+    try:
+        exec(compile(code, "README.md (policy registry)", "exec"), namespace)
+        assert "greeter" in policy_names() and namespace["policy"].act([], []) == "Hello, how can I help?"
+    finally:
+        _POLICIES.pop("greeter", None)

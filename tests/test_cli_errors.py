@@ -1,0 +1,69 @@
+"""Bad input to every command ends in one line that names it and a non-zero exit, never a
+traceback: missing paths, unknown env ids, malformed files and TOML, an output directory
+that holds someone else's files."""
+
+from __future__ import annotations
+
+import pytest
+
+from trace_gym.cli import build_parser, main
+
+PRECONDITION = "trace/precondition_verification-v0"
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "bad.toml").write_text("not [valid toml\n")
+    (tmp_path / "bad.json").write_text('{"x":\n')
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's own file\n")
+    return tmp_path
+
+
+# (command line with {d} for the test's directory, what the message must say)
+CASES = [
+    ("play trace/nope-v0 --seed 0", "unknown environment 'trace/nope-v0'"),
+    ("audit {d}/missing_env.py --no-record", "no such module file"),
+    ("audit trace/nope-v0 --no-record", "unknown environment"),
+    ("rollout trace/nope-v0 --seeds 0:1 --out {d}/o.jsonl", "unknown environment"),
+    ("rollout trace/retail-v0 --seeds x --out {d}/o.jsonl", "--seeds must look like A:B"),
+    ("eval trace/retail-v0 --seeds 0:1 --policy local --model-path {d}/missing", "is not a model directory"),
+    ("eval trace/retail-v0 --seeds 0:1 --policy mixture --model-path {d}/missing", "needs compose_dir"),
+    ("analyze {d}/missing.jsonl --out {d}/a", "no such file"),
+    ("analyze {d}/bad.json --out {d}/a", "bad.json: cannot read"),
+    ("synthesize {d}/missing.json --base-url http://127.0.0.1:9/v1 --model m", "cannot read a selected_capabilities"),
+    ("synthesize {d}/bad.json --base-url http://127.0.0.1:9/v1 --model m", "cannot read a selected_capabilities"),
+    ("calibrate trace/nope-v0", "unknown environment"),
+    ("import-tau2 {d}/missing.json --out {d}/t.jsonl", "cannot read a tau2 results file"),
+    ("import-tau2 {d}/bad.json --out {d}/t.jsonl", "cannot read a tau2 results file"),
+    ("train --env trace/nope-v0 --out {d}/tr", "unknown environment"),
+    ("train --env trace/retail-v0 --out {d}/tr --config {d}/bad.toml", "bad.toml is not valid TOML"),
+    ("train --env trace/retail-v0 --out {d}/tr --config {d}/missing.toml", "no run configuration at"),
+    ("train --env trace/retail-v0 --out {d}/tr --base {d}/missing", "is not a model directory"),
+    ("pipeline --config {d}/bad.toml --dry-run", "bad.toml is not valid TOML"),
+    ("pipeline --config {d}/missing.toml --dry-run", "no run configuration at"),
+    (f"compose --adapters {{d}}/missing --envs {PRECONDITION} --out {{d}}/c", "not a peft adapter directory"),
+    (f"compose --adapters {{d}}/a1,{{d}}/a2 --envs {PRECONDITION} --out {{d}}/c", "one env per adapter"),
+    ("base-agent build --config {d}/bad.toml", "bad.toml is not valid TOML"),
+    ("base-agent build --out {d}/mine", "exists and is not an agent build"),
+    ("tiny-agent build --preset fixture --out {d}/mine", "exists and is not an agent build"),
+]
+
+
+@pytest.mark.parametrize("line, says", CASES, ids=[c[0].split(" {")[0][:40] for c in CASES])
+def test_bad_input_is_one_line_and_a_non_zero_exit(line, says, files, capsys):
+    code = main([part.format(d=files) for part in line.split()])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert err and err[-1].startswith("trace-gym: error: ") and says in err[-1], err
+    assert not any("Traceback" in line for line in err)
+    assert (files / "mine" / "notes.txt").is_file()  # a refused build deleted nothing
+
+
+def test_every_command_is_fed_bad_input():
+    """A new command gets a case here."""
+    import argparse
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    fed = {line.split()[0] for line, _ in CASES} | {"list"}  # list takes no input
+    assert set(commands.choices) <= fed, set(commands.choices) - fed
