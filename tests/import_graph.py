@@ -8,6 +8,8 @@ import ast
 import sys
 from pathlib import Path
 
+from trace_gym.provenance import import_targets
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -27,24 +29,15 @@ def module_files(repo: Path) -> dict[str, Path]:
 
 
 def imported_modules(tree: ast.AST, package: str, modules: set[str] | dict[str, Path]) -> set[str]:
-    """The modules of `modules` an AST imports. `from P import x` imports the module P.x when
-    there is one, else P; relative imports are resolved against `package`. The implicit
-    import of a module's parent packages is not counted: every submodule has it."""
+    """The modules of `modules` an AST imports (`trace_gym.provenance.import_targets`): `from
+    P import x` imports the module P.x when there is one, else P. The implicit import of a
+    module's parent packages is not counted: every submodule has it."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names if alias.name in modules)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{parent}.{base}" if base else parent
-            for alias in node.names:
-                name = f"{base}.{alias.name}"
-                if name in modules:
-                    out.add(name)
-                elif base in modules:
-                    out.add(base)
+    for base, name in import_targets(tree, package):
+        if name is not None and f"{base}.{name}" in modules:
+            out.add(f"{base}.{name}")
+        elif base in modules:
+            out.add(base)
     return out
 
 

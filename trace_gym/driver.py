@@ -301,9 +301,9 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
     with gymnasium themselves that follows the same contract."""
     import gymnasium as gym
 
-    from trace_gym.registry import known, make
+    from trace_gym.registry import make, registered_elsewhere
 
-    if not known(env_id) and env_id in gym.registry:
+    if registered_elsewhere(env_id):
         return gym.make(env_id, **kwargs)
     return make(env_id, **kwargs)
 

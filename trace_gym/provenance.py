@@ -19,7 +19,7 @@ import functools
 import hashlib
 import importlib.util
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,21 @@ def _package_of(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
 
+def import_targets(tree: ast.AST, package: str = "") -> Iterator[tuple[str, str | None]]:
+    """Every import anywhere in `tree`, inside functions too, as (module, name): `import M`
+    gives (M, None), `from M import x` gives (M, x), relative imports resolved against
+    `package`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, None) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            yield from ((base, a.name) for a in node.names)
+
+
 def imported_modules(source: str, package: str = "") -> set[str]:
     """The trace_gym modules a source imports anywhere in it: `import M` names M, and
     `from M import x` names M.x when that is a module, else M. (A package's `__init__`
@@ -55,17 +70,9 @@ def imported_modules(source: str, package: str = "") -> set[str]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{parent}.{base}" if base else parent
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.add(sub if module_file(sub) is not None else base)
+    for base, name in import_targets(tree, package):
+        sub = f"{base}.{name}" if name is not None else None
+        found.add(sub if sub is not None and module_file(sub) is not None else base)
     return {m for m in found if (m == ROOT or m.startswith(ROOT + ".")) and m not in NOT_BEHAVIOUR
             and module_file(m) is not None}
 

@@ -165,12 +165,14 @@ def trust(env_id: str, *, training: bool = False, allow_unaudited: bool = False)
     """The one decision of where an env runs: in this process (a built-in target, a shipped
     env, or an env the user registered with gymnasium in their own code), sandboxed (generated
     code, in an env worker), or refused (generated code to train on without a passing audit,
-    unless `allow_unaudited`). `gym.make`, the trainer and the pipeline all ask it.
+    unless `allow_unaudited`). The trainer and the pipeline ask it; `gym.make` follows the
+    same rule when it registers an env (`EnvEntry.trusted`) and warns at make time when
+    generated code has no passing audit.
 
     >>> trust("trace/airline-v0").mode
     'in process'
     """
-    if not known(env_id) and env_id in gym.registry:
+    if registered_elsewhere(env_id):
         return Trust(env_id, IN_PROCESS, "registered with gymnasium by this process's own code")
     e = entry(env_id)
     if e.trusted:
@@ -246,6 +248,12 @@ def list_envs() -> list[EnvEntry]:
 def known(env_id: str) -> bool:
     """Whether `env_id` is a registered trace-gym env."""
     return (env_id.split(":", 1)[1] if env_id.startswith("trace_gym:") else env_id) in _ENTRIES
+
+
+def registered_elsewhere(env_id: str) -> bool:
+    """Whether `env_id` is not trace-gym's but registered with gymnasium (by the user's own
+    code, in this process): it runs in this process, made by `gym.make`."""
+    return not known(env_id) and env_id in gym.registry
 
 
 def entry(env_id: str) -> EnvEntry:

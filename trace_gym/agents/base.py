@@ -76,29 +76,21 @@ default: 2.2 times the torch engine's episodes a minute on the embedded agent's 
 episodes, benchmarks/engine.py) and the torch engine (`trace_gym.agents.local`: any transformers model, peft adapters
 unfused, the trainer's in-process rollouts)."""
 DEFAULT_ENGINE = "openvino"
-_TORCH_ONLY = ("lockstep",)
-_OPENVINO_ONLY = ("constrain_calls",)
-
-
 def local_policy(engine: str = DEFAULT_ENGINE, constrain_calls: bool = False, lockstep: bool = False,
                  **kwargs: Any) -> Policy:
     """A local model on `engine` (the "local" policy): the torch policy's arguments
     (`trace_gym.agents.local.LocalModelPolicy`), `constrain_calls` on OpenVINO only and
     `lockstep` on torch only."""
-    kwargs = {**kwargs, **({"constrain_calls": True} if constrain_calls else {}),
-              **({"lockstep": True} if lockstep else {})}
     if engine not in ENGINES:
         raise InvalidConfig(f"local policy: engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
     if engine == "torch":
-        openvino_only = [k for k in _OPENVINO_ONLY if kwargs.get(k)]
-        if openvino_only:
-            raise InvalidConfig(f"local policy: {', '.join(openvino_only)} exists only on engine='openvino'")
+        if constrain_calls:
+            raise InvalidConfig("local policy: constrain_calls exists only on engine='openvino'")
         from trace_gym.agents.local import LocalModelPolicy
 
-        return LocalModelPolicy(**{k: v for k, v in kwargs.items() if k not in _OPENVINO_ONLY})
-    torch_only = [k for k in _TORCH_ONLY if kwargs.get(k)]
-    if torch_only:
-        raise InvalidConfig(f"local policy: {', '.join(torch_only)} exists only on engine='torch'")
+        return LocalModelPolicy(lockstep=lockstep, **kwargs)
+    if lockstep:
+        raise InvalidConfig("local policy: lockstep exists only on engine='torch'")
     from trace_gym.agents.openvino import OpenVINOPolicy
 
-    return OpenVINOPolicy(**{k: v for k, v in kwargs.items() if k not in _TORCH_ONLY})
+    return OpenVINOPolicy(constrain_calls=constrain_calls, **kwargs)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trace_gym.agents.base import DEFAULT_ENGINE, OraclePolicy, Policy, RandomPolicy, local_policy
+from trace_gym.agents.base import OraclePolicy, Policy, RandomPolicy, local_policy
 from trace_gym.errors import InvalidConfig
 
 SAMPLING = ("temperature", "top_p", "max_new_tokens")
@@ -153,4 +153,4 @@ register_policy("router", "trace_gym.moe.policy:composed_router",
                 summary="the task router over the adapters a `trace-gym compose` run wrote (torch engine)",
                 options=(*_LOCAL_OPTIONS, "compose_dir"), episode_keys=None, local=True)
 
-__all__ = ["DEFAULT_ENGINE", "PolicyEntry", "make_policy", "policy_entry", "policy_names", "register_policy"]
+__all__ = ["PolicyEntry", "make_policy", "policy_entry", "policy_names", "register_policy"]
