@@ -15,6 +15,10 @@ from trace_gym.jsondata import sha256_json
 from trace_gym.trajectory import SummaryLimits
 
 
+LABELLERS = ("programmatic", "llm")
+"""Who labels the trajectories: rules over trace-gym target trajectories, or an LLM analyst."""
+
+
 @dataclass(frozen=True)
 class AnalysisConfig:
     labeller: str = "programmatic"
@@ -46,6 +50,13 @@ class AnalysisConfig:
             value = getattr(self, name)
             require(self, name, isinstance(value, (int, float)) and 0 <= value <= 2, "must be a number in [0, 2]")
         require(self, "seed", type(self.seed) is int and self.seed >= 0, "must be an integer >= 0")
+        require(self, "labeller", self.labeller in LABELLERS, f"allowed: {', '.join(LABELLERS)}")
+        for name in ("workers", "budget_chars"):
+            value = getattr(self, name)
+            require(self, name, type(value) is int and value >= 1, "must be an integer >= 1")
+        require(self, "max_requests", self.max_requests is None or (type(self.max_requests) is int
+                                                                     and self.max_requests >= 1),
+                "must be None or an integer >= 1")
         require(self, "runs", self.runs == self.params.n, f"must equal params.n={self.params.n} (K of N runs)")
 
 

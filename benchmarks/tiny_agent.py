@@ -33,7 +33,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.model) if args.model else None
         if path is None:
-            from trace_gym.tinyagent.build import build
+            from trace_gym.baseagent.scratch import build
 
             start = time.perf_counter()
             path = build(out=Path(tmp) / "tiny", log=lambda m: None)

@@ -32,7 +32,7 @@ import trace_gym  # noqa: E402,F401
 from trace_gym.agents.base import OraclePolicy  # noqa: E402
 from trace_gym.driver import Episode, play  # noqa: E402
 from trace_gym.seeding import SPLITS  # noqa: E402
-from trace_gym.tinyagent.build import (  # noqa: E402
+from trace_gym.baseagent.scratch import (  # noqa: E402
     REPEAT_HALF,
     TARGETS,
     TinyAgentConfig,

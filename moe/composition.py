@@ -14,29 +14,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
-from trace_gym.moe.gates import Example, GateConfig, example, heatmap, routing, train_gates
+from trace_gym.moe.config import ComposeConfig
+from trace_gym.moe.gates import Example, example, heatmap, routing, train_gates
 from trace_gym.seeding import SPLITS
 
 SEED_OFFSET = 500_000_000
 """Gate data comes from train seeds far from the ones training draws first (any train seed
 is allowed: only test seeds are kept out of gate data)."""
-
-
-@dataclass(frozen=True)
-class ComposeConfig:
-    episodes: int = 64
-    """Episodes each adapter plays on its env for gate data."""
-    held_out: float = 0.2
-    max_new_tokens: int = 192
-    batch_episodes: int = 32
-    threads: int = 2
-    gates: GateConfig = field(default_factory=GateConfig)
 
 
 def capability_of(env_id: str) -> str:

@@ -28,31 +28,9 @@ from typing import Any
 
 import torch
 
-from trace_gym.config import require
 from trace_gym.errors import InternalError
+from trace_gym.moe.config import GateConfig
 from trace_gym.moe.mixture import Mixture
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    label_weight: float = 0.5
-    balance_weight: float = 0.001
-    lr: float = 5e-4
-    epochs: int = 3
-    warmup: float = 0.1
-    """Share of the steps spent warming up the learning rate."""
-    max_tokens: int = 2048
-    """Trajectories are cut to this many tokens."""
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("label_weight", "balance_weight"):
-            require(self, name, isinstance(getattr(self, name), (int, float)) and getattr(self, name) >= 0,
-                    "must be a number >= 0")
-        require(self, "lr", isinstance(self.lr, (int, float)) and self.lr > 0, "must be a number > 0")
-        require(self, "epochs", type(self.epochs) is int and self.epochs >= 1, "must be an integer >= 1")
-        require(self, "warmup", isinstance(self.warmup, (int, float)) and 0 <= self.warmup < 1, "must be in [0, 1)")
-        require(self, "max_tokens", type(self.max_tokens) is int and self.max_tokens >= 16, "must be an integer >= 16")
 
 
 @dataclass

@@ -246,9 +246,8 @@ def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: 
 
 def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
             directory: Path) -> dict[str, Any]:
-    from trace_gym.moe.composition import ComposeConfig
     from trace_gym.moe.composition import compose as run
-    from trace_gym.moe.gates import GateConfig
+    from trace_gym.moe.config import ComposeConfig, GateConfig
 
     section = config["compose"]
     envs = list(adapters)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -71,12 +72,55 @@ def test_console_script_is_installed():
     (["rollout", "trace/airline-v0", "--seeds", "0:2", "--samples", "0", "--out", "x.jsonl"], "--samples: 0 is invalid"),
     (["eval", "trace/airline-v0", "--seeds", "0:2", "--trials", "0"], "--trials: 0 is invalid"),
     (["eval", "trace/airline-v0", "--seeds", "0:2", "--workers", "two"], "--workers: 'two' is not an integer"),
-    (["tiny-agent", "build", "--threads", "0"], "--threads: 0 is invalid"),
 ])
 def test_counts_out_of_range_are_refused_naming_the_flag(capsys, argv, words):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["tiny-agent", "build", "--threads", "0"], "TinyAgentConfig.threads=0 is invalid: must be an integer >= 1"),
+    (["base-agent", "build", "--lr", "-1"], "BaseAgentConfig.lr=-1.0 is invalid"),
+    (["train", "--env", "trace/retail-v0", "--out", "x", "--group-size", "0"], "GRPOConfig.group_size=0 is invalid"),
+    (["train", "--env", "trace/retail-v0", "--out", "x", "--backend", "tpu"], "GRPOConfig.backend='tpu' is invalid"),
+    (["compose", "--adapters", "a", "--envs", "e", "--out", "x", "--held-out", "1.5"], "ComposeConfig.held_out=1.5"),
+    (["compose", "--adapters", "a", "--envs", "e", "--out", "x", "--epochs", "0"], "GateConfig.epochs=0 is invalid"),
+    (["analyze", "x.jsonl", "--out", "x", "--workers", "0"], "AnalysisConfig.workers=0 is invalid"),
+    (["analyze", "x.jsonl", "--out", "x", "--labeller", "oracle"], "AnalysisConfig.labeller='oracle' is invalid"),
+    (["calibrate", "trace/retail-v0", "--mean", "0.5,0.1"], "Bands.mean_reward=(0.5, 0.1) is invalid"),
+    (["calibrate", "trace/retail-v0", "--mean", "0.1,0.2,0.3"], "Bands.mean_reward=(0.1, 0.2, 0.3) is invalid"),
+])
+def test_a_config_flag_is_checked_by_its_dataclass_before_any_work(capsys, argv, words, tmp_path, monkeypatch):
+    """Flags built from a config dataclass are validated by it, in one place: one line naming
+    the field and the rule, exit 2, nothing run."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("trace-gym: error: ") and words in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_flag_of_the_other_base_agent_recipe_is_refused(capsys):
+    assert main(["base-agent", "build", "--preset", "fixture"]) == 2
+    assert "--preset: not a setting of the pretrained recipe" in capsys.readouterr().err
+    assert main(["tiny-agent", "build", "--method", "lora"]) == 2
+    assert "--method: not a setting of the from-scratch recipe" in capsys.readouterr().err
+
+
+def test_every_config_field_a_flag_can_carry_is_a_flag(capsys):
+    """No hand-copied subset: a field added to GRPOConfig is a `trace-gym train` flag, its
+    docstring the help."""
+    import dataclasses
+
+    from trace_gym.trainer import GRPOConfig
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    shown = capsys.readouterr().out
+    wanted = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(GRPOConfig)} - {"--env-id", "--env-kwargs"}
+    assert {flag for flag in wanted if not re.search(rf"{flag}(?![\w-])", shown)} == set()
+    assert "K: rollouts per seed" in " ".join(shown.split())
 
 
 @pytest.mark.parametrize("flag, value, words", [

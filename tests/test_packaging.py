@@ -44,7 +44,7 @@ def test_the_library_imports_no_step():
         package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
         scope = [tree]
-        if path.name == "cli.py":
+        if path.parent.name == "cli":  # a command imports its step inside its functions
             scope = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for node in scope:
             for name in _imported_modules(node, package):

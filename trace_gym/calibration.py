@@ -20,19 +20,29 @@ SUCCESS = 1.0 - 1e-9
 
 @dataclass(frozen=True)
 class Bands:
+    """The difficulty bands a calibrated env sits in for its base policy (inclusive), each
+    checked over the GRPO groups of a calibration rollout."""
+
     mean_reward: tuple[float, float] = (0.2, 0.6)
+    """(low, high) of the mean reward."""
     success_rate: tuple[float, float] = (0.2, 0.6)
+    """(low, high) of the share of episodes that pass."""
     min_reward_std: float = 0.05
+    """Least standard deviation of the rewards (no variance, no GRPO signal)."""
     max_all_success_groups: float = 0.2
+    """Largest share of groups whose every episode passes."""
     max_all_zero_groups: float = 0.2
+    """Largest share of groups whose every episode scores 0."""
     max_constant_groups: float = 0.5
+    """Largest share of groups with one reward throughout (no advantage to learn from)."""
 
     def __post_init__(self) -> None:
         from trace_gym.config import require
 
         for name in ("mean_reward", "success_rate"):
-            low, high = getattr(self, name)
-            require(self, name, 0.0 <= low <= high <= 1.0, "must be (low, high) with 0 <= low <= high <= 1")
+            pair = tuple(getattr(self, name))
+            require(self, name, len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)
+                    and 0.0 <= pair[0] <= pair[1] <= 1.0, "must be (low, high) with 0 <= low <= high <= 1")
         for name in ("min_reward_std", "max_all_success_groups", "max_all_zero_groups", "max_constant_groups"):
             require(self, name, 0.0 <= getattr(self, name) <= 1.0, "must be in [0, 1]")
 

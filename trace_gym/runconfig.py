@@ -17,6 +17,11 @@ from typing import Any
 
 from trace_gym.errors import InvalidConfig
 
+EMBEDDED_PROMPT_STYLE = "compact"
+"""The prompt style the embedded base agent is built and played with: the short policy
+texts (`policy_compact.md`) that a 135M model's context holds. Every default that plays
+the embedded agent takes it from here (`embedded_knobs`); `gym.make` keeps "full"."""
+
 SECTIONS = ("pipeline", "base_agent", "rollout", "analysis", "synthesis", "calibrate", "train", "compose", "eval",
             "baselines", "env_knobs", "budgets")
 """The tables a run configuration may hold: one per stage of `trace-gym pipeline` (checked
@@ -53,3 +58,15 @@ def load(path: str | Path) -> dict[str, Any]:
 def env_knobs(path: str | Path, env_id: str) -> dict[str, Any]:
     """The knobs the configuration sets for `env_id` ({} when it sets none)."""
     return dict(load(path).get("env_knobs", {}).get(env_id, {}))
+
+
+def embedded_knobs(knobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`knobs` over the embedded base agent's prompt style: the env knobs of a run that
+    plays the embedded agent, where a configuration does not say otherwise.
+
+    >>> embedded_knobs({"distractors": 1})
+    {'prompt_style': 'compact', 'distractors': 1}
+    >>> embedded_knobs({"prompt_style": "full"})
+    {'prompt_style': 'full'}
+    """
+    return {"prompt_style": EMBEDDED_PROMPT_STYLE, **(knobs or {})}

@@ -89,7 +89,7 @@ def _digest(path: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_build_is_deterministic_for_a_seed(tmp_path):
-    from trace_gym.tinyagent.build import TinyAgentConfig, build
+    from trace_gym.baseagent.scratch import TinyAgentConfig, build
 
     config = TinyAgentConfig(preset="fixture", episodes=6, steps=3, warmup_steps=3, threads=1)
     a = build(config, tmp_path / "a", log=lambda m: None)
@@ -100,7 +100,7 @@ def test_build_is_deterministic_for_a_seed(tmp_path):
 
 
 def test_weak_kinds_leave_kinds_out():
-    from trace_gym.tinyagent.build import TinyAgentConfig, demonstrations
+    from trace_gym.baseagent.scratch import TinyAgentConfig, demonstrations
 
     demos = demonstrations(TinyAgentConfig(preset="fixture", episodes=40, weak_kinds=("book_flight", "cancel_order")))
     assert not any(k in ("book_flight", "cancel_order") for d in demos for k in d["kinds"])
@@ -113,7 +113,7 @@ def test_weak_kinds_leave_kinds_out():
 @pytest.mark.parametrize("field, value", [("warmup_steps", -5), ("threads", 0), ("lr", 0.0), ("call_weight", -1.0)])
 def test_build_knobs_are_validated(field, value):
     from trace_gym.errors import InvalidConfig
-    from trace_gym.tinyagent.build import TinyAgentConfig
+    from trace_gym.baseagent.scratch import TinyAgentConfig
 
     with pytest.raises(InvalidConfig, match=f"{field}={value!r} is invalid"):
         TinyAgentConfig(**{field: value})

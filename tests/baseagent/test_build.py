@@ -139,7 +139,7 @@ def test_a_start_of_another_shape_is_refused_by_name_at_load(tmp_path, method):
 
 
 def test_no_demonstration_asks_for_a_weak_kind_not_even_later_on():
-    from trace_gym.tinyagent.build import demonstrations
+    from trace_gym.baseagent.scratch import demonstrations
 
     config = BaseAgentConfig(source=str(FIXTURE), episodes=16, weak_kinds=("compensation", "cancel_order"),
                              env_kwargs={**BaseAgentConfig().env_kwargs, "compound_rate": 0.5})
@@ -180,7 +180,7 @@ def test_a_recipe_field_added_later_keeps_the_cached_agents_key_at_its_neutral_v
 def test_loss_weights_cover_the_agents_turns_and_weigh_its_calls():
     from transformers import AutoTokenizer
 
-    from trace_gym.tinyagent.build import demonstrations
+    from trace_gym.baseagent.scratch import demonstrations
 
     tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
     config = BaseAgentConfig(source=str(FIXTURE), episodes=2, call_weight=3.0, max_tokens=8192)

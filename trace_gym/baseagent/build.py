@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import InvalidConfig
+from trace_gym.runconfig import embedded_knobs
 
 METHODS = ("full", "lora")
 
@@ -95,8 +96,8 @@ class BaseAgentConfig:
     train seeds, with the targets' prompt style; a task of a weak kind, or whose oracle writes
     with a tool that a weak kind writes with, is left out, so that the agent still lacks what
     the capability envs teach on the weak kinds."""
-    env_kwargs: dict[str, Any] = field(default_factory=lambda: {
-        "prompt_style": "compact", "compound_rate": 0.1, "unknown_id_rate": 0.4, "distractors": 1})
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: embedded_knobs({
+        "compound_rate": 0.1, "unknown_id_rate": 0.4, "distractors": 1}))
     """How the demonstration episodes are drawn (target env knobs): mostly one request (a
     demonstration is cut to `max_tokens` anyway), customers who do not know their record's id
     as often as the targets' default, a distractor record beside each."""
@@ -236,7 +237,7 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
     from trace_gym.seeding import SPLITS
 
     avoid = weak_writes(config.weak_kinds)
-    style = {"prompt_style": config.env_kwargs.get("prompt_style", "compact")}
+    style = {"prompt_style": embedded_knobs(config.env_kwargs)["prompt_style"]}
     envs = sorted(e.id for e in list_envs() if e.kind == "capability" and e.trusted)
     demos = []
     for index, env_id in enumerate(envs):
@@ -357,8 +358,14 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
     warmup = max(1, len(steps) // 10)
     model.train()
     losses, tokens, started = [], 0, time.perf_counter()
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     with Progress(TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), transient=True,
@@ -402,8 +409,8 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     its path; a finished build of the same config is returned as it is."""
     import torch
 
+    from trace_gym.baseagent.scratch import demonstrations
     from trace_gym.baseagent.weights import pretrained, save_model_dir
-    from trace_gym.tinyagent.build import demonstrations
 
     say = log or (lambda m: None)
     out = Path(out) if out else default_out(config)

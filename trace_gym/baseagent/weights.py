@@ -181,7 +181,7 @@ def check_build_out(out: Path) -> None:
 def save_model_dir(model, tokenizer, out: Path, files: dict[str, str] | None = None) -> Path:
     """Save `model` and `tokenizer` with this project's chat template (and any extra text
     `files`) under a temporary name, then rename it to `out`: never half-written."""
-    from trace_gym.tinyagent.template import CHAT_TEMPLATE, EOS, PAD
+    from trace_gym.baseagent.template import CHAT_TEMPLATE, EOS, PAD
 
     out = Path(out)
     check_build_out(out)

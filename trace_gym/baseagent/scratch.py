@@ -1,5 +1,8 @@
-"""Build the embedded base agent: a tiny Qwen3-architecture model with a locally trained
-byte-level BPE tokenizer, warm-started by SFT on oracle demonstrations of the target envs.
+"""The base agent's from-scratch recipe (`trace-gym base-agent build --from scratch`): a tiny
+Qwen3-architecture model with a locally trained byte-level BPE tokenizer, warm-started by SFT
+on oracle demonstrations of the target envs. It needs no download at all, which is why the
+committed test fixture and the offline checks use it; the default recipe
+(`trace_gym.baseagent.build`) starts from pretrained SmolLM2 weights instead.
 
 No model hub is reachable here, so everything is made from the seed: the demonstrations
 (oracle episodes on train seeds, compact prompts), the tokenizer (trained on their text),
@@ -25,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_gym.baseagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
 from trace_gym.errors import InvalidConfig
-from trace_gym.tinyagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
+from trace_gym.runconfig import embedded_knobs
 
 PRESETS: dict[str, dict[str, int]] = {
     # ~0.9 M parameters (the build prints the count): the embedded default
@@ -82,8 +86,8 @@ class TinyAgentConfig:
     ids and values a call copies are few tokens but decide the episode."""
     threads: int = 2
     """Torch threads while building (results are reproducible for a given count)."""
-    env_kwargs: dict[str, Any] = field(default_factory=lambda: {
-        "prompt_style": "compact", "compound_rate": 0.1, "unknown_id_rate": 0.2, "distractors": 0})
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: embedded_knobs({
+        "compound_rate": 0.1, "unknown_id_rate": 0.2, "distractors": 0}))
     """How the demonstration episodes are drawn (target env knobs)."""
 
     def __post_init__(self) -> None:

@@ -1,0 +1,93 @@
+"""The `trace-gym` command line: one module per command, each with `NAME`, `HELP`,
+`add_arguments(parser)` and `run(args) -> exit code`.
+
+    trace-gym list [--json]
+    trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
+    trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--seed-base N] [--no-record]
+                    [--isolation bubblewrap|fallback] [--require-isolation]
+    trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
+    trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
+    trace-gym calibrate ENV_ID --policy ... [--seeds A:B] [--samples K] [--mean LO,HI] ...
+    trace-gym import-tau2 RESULTS... --out FILE.jsonl
+    trace-gym analyze RUNS... --out DIR [--labeller programmatic|llm] [--runs N] [--k K] ...
+    trace-gym synthesize SELECTED.json [--base-url URL] [--model M] [--policy ...] ...
+    trace-gym train --env ENV_ID [--base PATH] --out DIR [--config FILE] [--resume] [any GRPOConfig field]
+    trace-gym compose --adapters A1,A2 --envs ENV1,ENV2 --out DIR [--base PATH] [any ComposeConfig/GateConfig field]
+    trace-gym pipeline [--config FILE] [--out DIR] [--budget smoke|default] [--dry-run]
+    trace-gym base-agent build [--from smollm2-135m-instruct|scratch|DIR] [--out DIR] [any recipe field]
+    trace-gym tiny-agent build ...   (base-agent build --from scratch)
+
+A command whose work has a config dataclass builds its flags from it (`trace_gym.cli.flags`):
+the field's docstring is the flag's help and the dataclass validates the values, so a
+setting is declared and checked in one place. Bad input ends in one line on stderr naming
+what is wrong and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from trace_gym.cli import (
+    analyze,
+    audit,
+    base_agent,
+    calibrate,
+    compose,
+    evaluate,
+    import_tau2,
+    list_envs,
+    pipeline,
+    play,
+    rollout,
+    synthesize,
+    train,
+)
+from trace_gym.errors import TraceGymError
+
+COMMANDS = (list_envs, play, audit, rollout, evaluate, calibrate, import_tau2, analyze, synthesize, train, compose,
+            pipeline, base_agent)
+"""Every command module, in the order `trace-gym --help` lists them. Adding a command is one
+module and one entry here."""
+
+DESCRIPTION = ("Turn an LLM agent's recurring failures into capability-targeted training environments "
+               "(TRACE): analyze, synthesize, train, compose.")
+
+__all__ = ["COMMANDS", "build_parser", "command_names", "main"]
+
+
+def command_names() -> list[str]:
+    """Every command's name, aliases included."""
+    return [name for command in COMMANDS for name in (command.NAME, getattr(command, "ALIAS", None)) if name]
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command. With `only` (a command name), only that command gets its
+    flags and the others are listed by name and help: `main` builds it so, since a command's
+    flags import its config dataclass and a step's config module may import torch."""
+    parser = argparse.ArgumentParser(prog="trace-gym", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        names = [(command.NAME, command.HELP, {})]
+        if getattr(command, "ALIAS", None):
+            names.append((command.ALIAS, command.ALIAS_HELP, {"scratch": True}))
+        for name, helptext, extra in names:
+            p = sub.add_parser(name, help=helptext, description=helptext)
+            if only is None or only == name:
+                command.add_arguments(p, **extra)
+            p.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command the arguments name; its exit code (2 with one line on a bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        args = build_parser(only=chosen).parse_args(argv)
+        return args.run(args)
+    except TraceGymError as exc:
+        print(f"trace-gym: error: {exc}", file=sys.stderr)
+        return 2
+

@@ -1,0 +1,35 @@
+"""`trace-gym pipeline`: the whole loop on the embedded default, resumable stage by stage."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "pipeline"
+HELP = "the whole loop on the embedded default: analysis, envs, adapters, composition, evaluation, report"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's flags."""
+    p.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded)")
+    p.add_argument("--out", default="runs/pipeline", help="run directory (a rerun reuses every unchanged stage)")
+    p.add_argument("--budget", default="default", choices=["smoke", "default"],
+                   help="smoke: every stage with the committed test fixture as the base agent (plumbing only)")
+    p.add_argument("--dry-run", action="store_true", help="check the configuration and print each stage's work and "
+                   "its estimated time from the rates this machine has measured; loads no model")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run (or plan) the pipeline; print the main table and where the report is."""
+    if args.dry_run:
+        from trace_gym.pipeline.plan import dry_run
+
+        print(dry_run(args.config, args.budget))
+        return 0
+    from trace_gym.pipeline.run import main_table, run_pipeline
+
+    state = run_pipeline(args.config, Path(args.out), args.budget, log=(lambda m: None) if args.quiet else None)
+    print(main_table(state))
+    print(f"report: {state['report']['markdown']} and {state['report']['html']}")
+    return 0
