@@ -21,6 +21,7 @@ from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
 from trace_gym.moe.config import ComposeConfig
 from trace_gym.moe.gates import Example, example, heatmap, routing, train_gates
+from trace_gym.runconfig import embedded_knobs
 from trace_gym.seeding import SPLITS
 
 SEED_OFFSET = 500_000_000
@@ -84,7 +85,7 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
     mixture = Mixture.from_dirs(load_causal_lm(base, torch.float32), [Path(a) for a in adapters], names)
     train, held = [], []
     for label, (adapter, env_id, name) in enumerate(zip(adapters, envs, names), 1):
-        knobs = (env_kwargs or {}).get(env_id, {"prompt_style": "compact"})
+        knobs = (env_kwargs or {}).get(env_id, embedded_knobs())
         path = out / "trajectories" / f"{name}.jsonl"
         if trajectories and env_id in trajectories:
             got = [_with_tools(t, env_id, knobs) for t in trajectories[env_id] if t.get("reward", 0) >= 1 - 1e-9]

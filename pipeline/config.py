@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.errors import InvalidConfig
-from trace_gym.runconfig import SECTIONS
+from trace_gym.runconfig import SECTIONS, embedded_knobs
 
 DEFAULT = "embedded"
 """The shipped configuration the pipeline runs without `--config` (package data, so that an
@@ -105,4 +105,4 @@ def load(path: str | Path | None = None, budget: str = "default",
 
 def knobs(config: dict[str, Any], env_id: str) -> dict[str, Any]:
     """The env's gym.make knobs: compact prompts (the embedded agent's) unless the file says otherwise."""
-    return {"prompt_style": "compact", **config["env_knobs"].get(env_id, {})}
+    return embedded_knobs(config["env_knobs"].get(env_id))

@@ -107,3 +107,24 @@ def test_scaled_knobs_name_each_difference_from_the_full_target():
         ("kinds", ["book"], None)]
     assert scaled_knobs({"max_requests": 1, "strict": False}) == [("max_requests", 1, 3), ("strict", False, True)]
     assert scaled_knobs({}) == []
+
+
+def test_the_embedded_prompt_style_is_set_in_one_place(monkeypatch):
+    """Every default that plays the embedded agent reads `runconfig.EMBEDDED_PROMPT_STYLE`:
+    changing it there changes them all."""
+    from trace_gym import runconfig
+    from trace_gym.baseagent.build import BaseAgentConfig
+    from trace_gym.baseagent.scratch import TinyAgentConfig
+    from trace_gym.pipeline.config import knobs
+    from trace_gym.trainer import GRPOConfig
+
+    monkeypatch.setattr(runconfig, "EMBEDDED_PROMPT_STYLE", "full")
+    styles = {
+        "trainer": GRPOConfig().env_kwargs["prompt_style"],
+        "pretrained recipe": BaseAgentConfig().env_kwargs["prompt_style"],
+        "scratch recipe": TinyAgentConfig().env_kwargs["prompt_style"],
+        "pipeline": knobs({"env_knobs": {}}, "trace/retail-v0")["prompt_style"],
+    }
+    assert styles == dict.fromkeys(styles, "full")
+    assert knobs({"env_knobs": {"trace/retail-v0": {"prompt_style": "compact"}}}, "trace/retail-v0") == {
+        "prompt_style": "compact"}

@@ -14,6 +14,7 @@ from typing import Any
 
 from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
+from trace_gym.runconfig import embedded_knobs
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADVANTAGE_STD = ("group", "batch")
@@ -34,7 +35,7 @@ class GRPOConfig:
     env_id: str = "trace/precondition_verification-v0"
     """The env to train on: any registered env, a target included (direct GRPO on the target
     is the paper's baseline)."""
-    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"prompt_style": "compact"})
+    env_kwargs: dict[str, Any] = field(default_factory=embedded_knobs)
     """Knobs passed to `gym.make` (the base agent's compact prompts by default)."""
     iterations: int = 20
     """Rollout-and-update rounds (paper: 10-40)."""
