@@ -242,6 +242,30 @@ def test_a_policy_that_raises_stops_the_run_with_its_own_exception(in_flight):
     assert census.closed == census.made and census.now == 0  # the episodes in flight were ended
 
 
+class Silent:
+    """A batched policy that takes episodes and never answers."""
+
+    name = "silent"
+
+    def submit(self, live):
+        pass
+
+    def collect(self):
+        return []
+
+    def release(self, live):
+        pass
+
+
+def test_a_batched_policy_that_returns_no_turn_is_a_named_error():
+    from trace_gym.errors import PolicyError
+
+    census = Census()
+    with pytest.raises(PolicyError, match="policy 'silent' returned no turn while 2 episode"):
+        list(play([Episode(0), Episode(1)], Silent(), env_id=ENV, in_flight=2, make_env=census.make))
+    assert census.closed == census.made and census.now == 0
+
+
 # -- (d) an instance plays one episode at a time, a factory several ---------------------------
 
 def test_a_policy_instance_plays_one_episode_at_a_time_and_a_factory_several():

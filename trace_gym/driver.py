@@ -31,7 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from trace_gym.errors import InvalidConfig
+from trace_gym.errors import InvalidConfig, PolicyError
 from trace_gym.messages import Message
 from trace_gym.seeding import split_of
 
@@ -396,7 +396,7 @@ def play(episodes: Iterable[Episode], policy: Any, *, env_id: str | None = None,
                 return
             ready = agent.collect()
             if not ready:
-                raise RuntimeError(f"policy {name!r} returned no turn while {len(live)} episode(s) wait for one")
+                raise PolicyError(f"policy {name!r} returned no turn while {len(live)} episode(s) wait for one")
             for slot, reply in ready:
                 if reply.turn is not None:
                     slot.turns.append(reply.turn)

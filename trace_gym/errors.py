@@ -41,6 +41,12 @@ class EpisodeError(TraceGymError, RuntimeError):
     """The env was driven out of order (step before reset, step after the end)."""
 
 
+class PolicyError(TraceGymError, RuntimeError):
+    """A policy broke its contract with the episode driver (it returned no turn for an
+    episode waiting on one, or its model's generation ended abnormally); the message names
+    the policy and the episode."""
+
+
 class MalformedFile(TraceGymError, ValueError):
     """A file trace-gym reads (a lock, a manifest, a record) that is not what it must be; the
     message says which file and why."""

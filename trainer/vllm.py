@@ -46,7 +46,7 @@ from typing import Any
 
 from trace_gym.agents.chat import render_prompt, unhinted
 from trace_gym.driver import Episode, Live, Played, Reply, Turn, play_in_order
-from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.errors import InternalError, InvalidConfig, TraceGymError
 
 PROBE_TEMPERATURE = 0.5
 """The temperature of the start-up probe of the servers' log-probability mode (any T != 1)."""
@@ -157,7 +157,7 @@ class VLLMBackend:
                 if attempt == self.retries:
                     raise TraceGymError(f"vLLM server {url}{path} is unreachable: {e}") from None
             time.sleep(min(8.0, 0.5 * 2 ** attempt))
-        raise AssertionError("unreachable")
+        raise InternalError("vLLM request: the retry loop ended without an answer or an error")
 
     def complete(self, url: str, prompt: list[int], seed: int) -> tuple[list[int], list[float]]:
         if self.served is None:

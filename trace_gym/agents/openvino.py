@@ -67,7 +67,7 @@ from typing import Any
 
 from trace_gym.agents.hardware import DTYPES, placement
 from trace_gym.driver import Live, Reply, Turn
-from trace_gym.errors import InvalidConfig
+from trace_gym.errors import InvalidConfig, PolicyError
 
 __all__ = ["DTYPES", "OpenVINOPolicy", "adapter_alpha", "auto_cache_gb", "export", "tempered"]
 
@@ -619,7 +619,7 @@ class OpenVINOPolicy:
                     continue
                 del self._pending[request_id]
                 if status != g.GenerationStatus.FINISHED:
-                    raise RuntimeError(f"openvino policy: the turn of episode {live.episode} ended as {status} "
+                    raise PolicyError(f"openvino policy: the turn of episode {live.episode} ended as {status} "
                                        f"(prompt of {len(prompt)} tokens)")
                 result = handle.read_all()[0]
                 ids = [int(t) for t in result.generated_ids]
