@@ -160,6 +160,8 @@ _ADDED_LATER = {"capability_episodes": 0}
 
 
 def default_out(config: BaseAgentConfig) -> Path:
+    """Where a recipe's agent is cached: named by its source, seed and weak kinds, keyed by
+    the whole recipe (`BaseAgentConfig.key`)."""
     from trace_gym.baseagent.weights import cache_home
 
     name = Path(config.source).name if "/" in config.source else config.source
@@ -293,6 +295,8 @@ def frozen_layers(model, config: BaseAgentConfig) -> int:
 
 
 def use_bf16(config: BaseAgentConfig) -> bool:
+    """Whether the build runs its matrix products under bf16 autocast ("auto": where the CPU
+    computes bf16 natively)."""
     from trace_gym.agents.hardware import native_bf16
 
     return native_bf16() if config.bf16 == "auto" else bool(config.bf16)

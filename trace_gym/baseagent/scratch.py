@@ -113,6 +113,7 @@ class TinyAgentConfig:
 
 
 def default_cache_dir() -> Path:
+    """Where a from-scratch build goes without --out."""
     from trace_gym.baseagent.weights import cache_home
 
     return cache_home() / "tiny-agent"
@@ -217,6 +218,8 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 # -- model -----------------------------------------------------------------------------
 
 def new_model(preset: str, tokenizer, seed: int):
+    """A freshly initialised Qwen3 model of the preset's size for the tokenizer's vocabulary,
+    its weights drawn from `seed`."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -245,6 +248,7 @@ def windows(demo: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def encode(tokenizer, demo: dict[str, Any]) -> tuple[list[int], list[int]] | None:
+    """A demonstration's token ids and, per token, whether it is the agent's (the loss's)."""
     out = tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
     ids, mask = out["input_ids"], out["assistant_masks"]

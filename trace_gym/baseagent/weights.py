@@ -68,6 +68,7 @@ def cache_home() -> Path:
 
 
 def sha256_of(path: Path) -> str:
+    """The file's sha256, read a megabyte at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
