@@ -26,9 +26,13 @@ class AnalysisConfig:
     runs: int = 10
     """Labelling runs N."""
     params: agg.Params = agg.Params()
+    """The selection thresholds (rho, Delta, K of N)."""
     base_url: str | None = None
+    """The analyst's endpoint (None: $OPENAI_BASE_URL, or the first of $VLLM_BASE_URLS)."""
     model: str | None = None
+    """The analyst's model name (None: $TRACE_GYM_MODEL)."""
     api_key: str | None = None
+    """The endpoint's key (None: $OPENAI_API_KEY, else EMPTY)."""
     max_requests: int | None = None
     """Cap on LLM requests (a rerun continues from the cache)."""
     budget_chars: int = 60_000

@@ -133,3 +133,22 @@ def test_bad_sampling_settings_are_refused_before_any_request(capsys, flag, valu
             "--seeds", "0:1", "--quiet", "--out", os.devnull, flag, value]
     assert main(argv) == 2
     assert words in capsys.readouterr().err
+
+
+def test_every_field_a_command_reads_is_documented_for_its_help():
+    """A flag's help is its field's docstring: every field of the configs the commands build
+    flags from has one."""
+    from trace_gym.analysis import AnalysisConfig
+    from trace_gym.analysis.aggregate import Params
+    from trace_gym.baseagent.build import BaseAgentConfig
+    from trace_gym.baseagent.scratch import TinyAgentConfig
+    from trace_gym.calibration import Bands
+    from trace_gym.cli.flags import field_docs
+    from trace_gym.moe import ComposeConfig, GateConfig
+    from trace_gym.testing import KitSettings
+    from trace_gym.trainer import GRPOConfig
+
+    configs = (GRPOConfig, ComposeConfig, GateConfig, AnalysisConfig, Params, BaseAgentConfig, TinyAgentConfig,
+               Bands, KitSettings)
+    undocumented = {c.__name__: [name for name, doc in field_docs(c).items() if not doc] for c in configs}
+    assert undocumented == {c.__name__: [] for c in configs}

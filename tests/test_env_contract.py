@@ -1,4 +1,4 @@
-"""The env contract (DESIGN §2.1), exercised on the target envs: action forms, errors as
+"""The env contract (README: "The env contract"), exercised on the target envs: action forms, errors as
 observations, hint mode, truncation, rendering, configuration errors."""
 
 from __future__ import annotations

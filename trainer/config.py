@@ -46,6 +46,7 @@ class GRPOConfig:
     temperature: float = 1.0
     """Rollout sampling temperature (paper: 1.0); the loss's log-probabilities use the same."""
     top_p: float = 1.0
+    """Rollout nucleus sampling (1.0: the whole distribution, as the loss assumes)."""
     max_new_tokens: int = 256
     """Tokens per agent turn at most."""
     hint_fraction: float = 0.0
@@ -55,10 +56,12 @@ class GRPOConfig:
     """'group': (r - mean_g) / (std_g + eps), the paper's formula; 'batch': the std over the
     whole batch's rewards, as the reference code does."""
     std_eps: float = 1e-4
+    """The eps of the advantage's denominator."""
     min_informative: float = 0.5
     """Fresh seeds are drawn for constant groups until at least this share of the G groups
     has reward variance, or `max_resample_rounds` is spent."""
     max_resample_rounds: int = 2
+    """Rounds of fresh seeds drawn for constant groups at most (0: none)."""
     clip_eps: float = 0.2
     """Lower clip of the ratio: 1 - clip_eps (paper: 0.2)."""
     clip_eps_high: float | None = None
@@ -73,14 +76,20 @@ class GRPOConfig:
     lr: float = 1e-5
     """AdamW learning rate (paper: 1e-5), constant."""
     weight_decay: float = 0.0
+    """AdamW weight decay of the adapter's weights."""
     max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm."""
     steps_per_batch: int = 1
     """Optimiser steps on each batch (paper: 1, so the ratio departs from 1 only where the
     rollout backend's log-probabilities differ from the trainer's)."""
     lora_rank: int = 16
+    """The adapter's rank r."""
     lora_alpha: int = 16
+    """LoRA's alpha: the update is scaled by alpha / r."""
     lora_dropout: float = 0.0
+    """Dropout on the adapter's input."""
     lora_targets: tuple[str, ...] = LORA_TARGETS
+    """Modules that get LoRA (every attention and MLP projection by default)."""
     lora_target_parameters: tuple[str, ...] = ()
     """Parameters (not modules) that get LoRA, through peft's `target_parameters`: for
     mixture-of-experts backbones whose experts are fused 3-D parameters in transformers

@@ -70,6 +70,7 @@ class BaseAgentConfig:
     method: str = "full"
     """'full' fine-tuning (embeddings frozen) or 'lora' (rank `lora_rank`, merged into the saved weights)."""
     lora_rank: int = 16
+    """Rank of the LoRA merged into the weights when method='lora'."""
     lora_lr: float = 3e-4
     """Learning rate when method='lora'."""
     bf16: bool | str = "auto"

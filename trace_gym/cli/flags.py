@@ -127,7 +127,7 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
             default = f.default_factory()
         else:
             default = None
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else "none" if default is None else default
         text = f"{docs[f.name]} (default: {shown})".lstrip().replace("%", "%%")
         name = (flags or {}).get(f.name, flag_name(f.name))
         if parse is bool:
