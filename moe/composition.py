@@ -30,6 +30,8 @@ is allowed: only test seeds are kept out of gate data)."""
 
 
 def capability_of(env_id: str) -> str:
+    """The capability an env trains: its registered capability, else the env id's last part
+    without `-v0`."""
     from trace_gym.registry import entry, known
 
     if known(env_id) and entry(env_id).capability:
@@ -64,6 +66,10 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
             config: ComposeConfig = ComposeConfig(), env_kwargs: dict[str, dict[str, Any]] | None = None,
             trajectories: dict[str, list[dict[str, Any]]] | None = None,
             log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Build the mixture and the task router from trained adapters, one env per adapter (see
+    the module docstring): gather each capability's successful trajectories, train the
+    gates, and write the mixture, `router.json`, `routing.json` and the heatmap under `out`.
+    Returns the routing report."""
     import torch
     from transformers import AutoTokenizer
 

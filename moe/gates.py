@@ -35,6 +35,9 @@ from trace_gym.moe.mixture import Mixture
 
 @dataclass
 class Example:
+    """One gate-training example: a trajectory's token ids, which of them are assistant
+    tokens, and its capability's slot."""
+
     ids: list[int]
     assistant: list[bool]
     """Per token: part of an assistant turn (labelled, and in the LM loss)."""

@@ -135,6 +135,9 @@ class RoutedLoRALinear(nn.Module):
         return (x @ getattr(self, f"A{e}").T) @ getattr(self, f"B{e}").T * self.scaling[e]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The base layer's output plus the experts' deltas: in soft mode every expert's,
+        weighted by the gate's probabilities; in hard mode each expert's on the tokens
+        routed to it."""
         y = self.base(x)                                                     # (..., out)
         flat_x = x.reshape(-1, x.shape[-1])                                  # (tokens, in)
         route = self.route
@@ -186,6 +189,9 @@ class RoutedParameters(nn.Module):
         return functional_call(self.base, params, args, kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """The base module's output; in soft mode mixed with every expert's by the gate's
+        probabilities, in hard mode replaced, for the tokens routed to an expert, by that
+        expert's."""
         y = self.base(*args, **kwargs)                                   # (tokens, ...)
         route = self.route
         if route.probs is not None:  # soft: the gate-weighted outputs of the base and every expert
@@ -312,12 +318,17 @@ class Mixture:
 
     @classmethod
     def from_dirs(cls, model: nn.Module, adapter_dirs: list[str | Path], names: list[str] | None = None) -> Mixture:
+        """A mixture over `model` of the adapters in these directories (named by `names`, or
+        by their directories)."""
         return cls(model, [load_adapter(p, n) for p, n in zip(adapter_dirs, names or [None] * len(adapter_dirs))])
 
     def gate_parameters(self) -> list[nn.Parameter]:
+        """The gates' parameters: the only ones gate training updates."""
         return list(self.gates.parameters())
 
     def soft(self, on: bool = True) -> None:
+        """Switch every gate to soft routing (every expert, weighted by its probability), or
+        back to hard top-1 routing."""
         for g in self.gates:
             g.soft = on
 

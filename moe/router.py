@@ -32,6 +32,9 @@ CHARACTERS = 400
 
 @dataclass(frozen=True)
 class Option:
+    """One choice the router offers: its letter, the capability's name ("base" for no
+    adapter) and its description."""
+
     letter: str
     name: str
     description: str
@@ -49,6 +52,9 @@ def options(capabilities: list[str], descriptions: dict[str, str] | None = None)
 
 
 def routing_prompt(opts: list[Option], messages: list[dict[str, Any]]) -> str:
+    """The router's prompt (`prompts/task_routing.md`) over the options and the
+    conversation's latest messages that have text (at most `RECENT`, each cut to
+    `CHARACTERS`)."""
     shown = [m for m in messages if m.get("role") in ("user", "assistant", "tool") and m.get("content")][-RECENT:]
     shown = [{"role": m["role"], "content": m["content"][:CHARACTERS]} for m in shown]
     template = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True).from_string(

@@ -57,6 +57,7 @@ class Clock:
             self._thread.join()
 
     def start(self, stage: str) -> None:
+        """Note that `stage` starts now."""
         self.stage, self.since = stage, time.monotonic()
 
     def left(self) -> str:
@@ -75,6 +76,8 @@ class Clock:
         return text + (f" ({', '.join(unknown)} not estimated)" if unknown else "")
 
     def line(self) -> str:
+        """One progress line: the current stage, how long it has run, and about how long is
+        left."""
         return f"{self.stage}: running for {_minutes(time.monotonic() - self.since)}, {self.left()}"
 
     def _tick(self) -> None:

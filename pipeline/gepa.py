@@ -85,6 +85,9 @@ class TargetAdapter:
     in_flight: int = 16
 
     def evaluate(self, batch: list[int], candidate: dict[str, str], capture_traces: bool = False) -> Any:
+        """Play one episode per seed of `batch` with the candidate's instructions; the
+        rewards are the scores, and the trajectory records the outputs (and the traces, with
+        `capture_traces`)."""
         from gepa import EvaluationBatch
 
         from trace_gym.driver import Episode, play
@@ -98,6 +101,8 @@ class TargetAdapter:
 
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
                                 components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """For each component to update, one row per evaluated episode: what the agent was
+        given, its transcript, and the verifier's feedback."""
         rows = [{"Inputs": "A customer-service conversation under the policy in the agent's system prompt.",
                  "Generated Outputs": transcript(r), "Feedback": feedback(r)}
                 for r in eval_batch.trajectories or []]

@@ -17,6 +17,9 @@ from trace_gym.targets.config import scaled_knobs
 
 @dataclass
 class Block:
+    """One piece of the report: a heading, a paragraph, a table (`rows`, the first the
+    header) or an image (`path`, `text` its caption)."""
+
     kind: str
     """'h1', 'h2', 'p', 'table' or 'image'."""
     text: str = ""
@@ -72,6 +75,8 @@ def paired_difference(method: str, rival: str, target: str, table: dict[str, Any
 
 
 def verdict(low: float, high: float) -> str:
+    """The word for a difference's 95% interval: "better" when it lies above 0, "worse"
+    below, else "no detectable difference"."""
     if low > 0:
         return "better"
     if high < 0:
@@ -110,6 +115,8 @@ def headline(state: dict[str, Any]) -> list[Block]:
 
 
 def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
+    """The whole report as blocks: the headline answer, then configuration, analysis,
+    calibration, training, composition and the final evaluation."""
     out: list[Block] = [Block("h1", "trace-gym pipeline report"), *headline(state),
                         Block("p", f"Configuration {state['config']['source']} (budget {state['config']['budget']}); "
                                    f"base agent {state['agent']['path']}.")]
@@ -173,6 +180,7 @@ def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
 
 
 def markdown(items: list[Block]) -> str:
+    """The blocks as Markdown, images linked from `report/`."""
     lines = []
     for b in items:
         if b.kind == "h1":
@@ -193,6 +201,7 @@ def markdown(items: list[Block]) -> str:
 
 
 def page(items: list[Block]) -> str:
+    """The blocks as one self-contained HTML page, text escaped and images inlined."""
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>trace-gym pipeline report</title><style>",
              "body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}",
              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left}",

@@ -29,6 +29,9 @@ STAGES = ("base_agent", "rollouts", "analysis", "envs", "audit", "calibrate", "t
 
 def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/pipeline", budget: str = "default",
                  log: Callable[[str], None] | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run every stage of the pipeline on the run directory `out`, reusing each stage whose
+    inputs are unchanged, and write the report. Returns the run's state: every stage's
+    record."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
     from rich.text import Text

@@ -35,10 +35,14 @@ class Run:
         self.skipped: list[str] = []
 
     def record(self, name: str) -> dict[str, Any] | None:
+        """The record of stage `name`'s last finished run, or None."""
         path = self.out / "stages" / f"{name}.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
     def stage(self, name: str, inputs: dict[str, Any], fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+        """Stage `name`'s outputs: its last record's when `inputs` hash the same, else
+        `fn(directory)` run (afresh when the inputs changed since its directory was made)
+        and recorded."""
         key = sha256_json(inputs)
         done = self.record(name)
         if done is not None and done["inputs_sha256"] == key:
@@ -68,6 +72,7 @@ class Run:
 
 
 def file_sha(path: Path) -> str:
+    """The sha256 of a file (or a directory's files)."""
     return dir_sha256(path)
 
 
@@ -94,15 +99,18 @@ def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[st
 # -- 1. the base agent -------------------------------------------------------------------------
 
 def base_agent(config: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Stage 1: the base agent's model directory and its hash: the committed test fixture
+    (built from its recipe when not in a checkout) or a build from the `[base_agent]`
+    recipe."""
     section = config["base_agent"]
     if section["fixture"]:
         checkout = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tiny_agent"
         if (checkout / "config.json").is_file():
             path = checkout
         else:  # an installed package: build the same fixture with its from-scratch recipe
-            from trace_gym.tinyagent.build import PRESETS, TinyAgentConfig, build
+            from trace_gym.baseagent.scratch import FIXTURE_RECIPE, TinyAgentConfig, build
 
-            path = build(TinyAgentConfig(**PRESETS["fixture"]), directory / "fixture", log=None)
+            path = build(TinyAgentConfig(**FIXTURE_RECIPE), directory / "fixture", log=None)
     else:
         from trace_gym.baseagent.build import BaseAgentConfig, build
 
@@ -115,6 +123,8 @@ def base_agent(config: dict[str, Any], directory: Path) -> dict[str, Any]:
 # -- 2. rollouts of the base agent, 3. analysis ---------------------------------------------------
 
 def rollouts(config: dict[str, Any], agent: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Stage 2: the base agent's greedy rollouts on each target's train seeds, with each
+    file's hash and pass rate."""
     section = config["rollout"]
     factory = local_factory(agent["path"], 0.0, section["max_new_tokens"])
     seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + i for i in range(section["episodes"])]
@@ -128,6 +138,8 @@ def rollouts(config: dict[str, Any], agent: dict[str, Any], directory: Path) -> 
 
 
 def analysis(config: dict[str, Any], runs: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Stage 3: the capability analysis of the rollouts, and where its selected capabilities
+    are written."""
     from trace_gym.analysis.aggregate import Params, default_k
     from trace_gym.analysis.pipeline import AnalysisConfig, analyze
 
@@ -146,6 +158,8 @@ def analysis(config: dict[str, Any], runs: dict[str, Any], directory: Path) -> d
 # -- 4. envs (shipped or synthesized), 5. audit -------------------------------------------------
 
 def envs(config: dict[str, Any], selected: dict[str, Any], runs: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Stage 4: an env per selected capability: the shipped one of its name, or one
+    synthesized when an endpoint is configured; notes say which capabilities got none."""
     chosen = [c for c in selected["capabilities"] if c["status"] != "NOT_SELECTED"]
     out, notes = [], []
     pending = [c for c in chosen if c["status"] != "SHIPPED"]
@@ -193,6 +207,8 @@ def audit(config: dict[str, Any], chosen: dict[str, Any], directory: Path) -> di
 # -- 6. calibration, 7. training --------------------------------------------------------------
 
 def calibrate(config: dict[str, Any], agent: dict[str, Any], audited: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Stage 6: the base agent's calibration (temperature 1.0, default bands) on each
+    trainable env."""
     from trace_gym.calibration import Bands
     from trace_gym.calibration import calibrate as check
 
@@ -210,6 +226,8 @@ def calibrate(config: dict[str, Any], agent: dict[str, Any], audited: dict[str, 
 
 
 def train_config(config: dict[str, Any], env_id: str, **overrides: Any):
+    """The trainer's config for `env_id`: the `[train]` section, the env's knobs and the
+    pipeline's seed, then `overrides`."""
     from trace_gym.trainer.config import GRPOConfig
 
     return GRPOConfig.from_dict({**config["train"], "env_id": env_id, "env_kwargs": knobs(config, env_id),
@@ -218,6 +236,8 @@ def train_config(config: dict[str, Any], env_id: str, **overrides: Any):
 
 def train(config: dict[str, Any], agent: dict[str, Any], env_id: str, directory: Path, **overrides: Any
           ) -> dict[str, Any]:
+    """Stage 7: train (or resume) one adapter on `env_id`; its directory, hash, episodes
+    played and metrics file."""
     from trace_gym.trainer.training import train as run
 
     adapter = run(train_config(config, env_id, **overrides), agent["path"], directory, resume=True, log=None)
@@ -246,6 +266,8 @@ def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: 
 
 def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
             directory: Path) -> dict[str, Any]:
+    """Stage 8: compose the adapters (gate data from the adapters' own successes, or from
+    the oracle on plumbing budgets); the composition's directory, hash and routing report."""
     from trace_gym.moe.composition import compose as run
     from trace_gym.moe.config import ComposeConfig, GateConfig
 

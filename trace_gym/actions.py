@@ -1,6 +1,6 @@
 """The one action parser: every form an agent's turn can take becomes a `ParsedAction`.
 
-Accepted forms (DESIGN §2.1, §3):
+Accepted forms (README, "The env contract"):
 - a tool-call dict: `{"name": ..., "arguments": {...} or "<json>"}`;
 - an OpenAI assistant message: `{"role": "assistant", "content": ..., "tool_calls": [...]}`;
 - raw model text: hermes `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks
@@ -43,9 +43,11 @@ class ParsedCall(NamedTuple):
 
     @property
     def valid(self) -> bool:
+        """True when the call was read as a call (`error` is None)."""
         return self.error is None
 
     def arguments_json(self) -> str:
+        """The arguments as the conversation records them (`text`)."""
         return self.text
 
 
@@ -56,11 +58,14 @@ _JSON_ERRORS = (TypeError, ValueError)
 
 
 class ParsedAction(NamedTuple):
+    """One agent turn: its text for the user (None when it has none) and its tool calls."""
+
     content: str | None
     calls: tuple[ParsedCall, ...]
 
     @property
     def is_reply(self) -> bool:
+        """True when the turn makes no tool call (a reply to the user)."""
         return not self.calls
 
 
@@ -111,6 +116,8 @@ def _parse_json_call(text: str) -> ParsedCall:
 
 
 def parse_text(text: str) -> ParsedAction:
+    """Read raw model text: drop `<think>` reasoning, then take its `<tool_call>` blocks, a
+    bare JSON object as one call, or else the text as a reply."""
     if "<think>" in text:
         text = _THINK.sub("", text)
     if "<tool_call>" in text:

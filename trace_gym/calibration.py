@@ -90,6 +90,7 @@ def check(figures: dict[str, Any], bands: Bands = Bands()) -> list[str]:
 
 
 def groups_of(records: list[dict[str, Any]]) -> dict[Any, list[float]]:
+    """The rewards of trajectory records grouped by (env id, seed): one GRPO group per seed."""
     groups: dict[Any, list[float]] = defaultdict(list)
     for r in records:
         groups[(r["env_id"], r["seed"])].append(float(r["reward"]))
@@ -97,6 +98,8 @@ def groups_of(records: list[dict[str, Any]]) -> dict[Any, list[float]]:
 
 
 def calibrate(records: list[dict[str, Any]], bands: Bands = Bands()) -> dict[str, Any]:
+    """The calibration of a rollout's records: its figures (`measure`), the bands, whether
+    every figure is in band, and the problems when not."""
     figures = measure(groups_of(records))
     problems = check(figures, bands)
     return {**figures, "bands": asdict(bands), "calibrated": not problems, "problems": problems}

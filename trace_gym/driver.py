@@ -54,6 +54,8 @@ class Episode:
     """More reset options."""
 
     def reset_options(self) -> dict[str, Any] | None:
+        """The options to reset the env with: `options`, plus `hint` when set; None when
+        there are none."""
         options = dict(self.options or {})
         if self.hint:
             options["hint"] = True
@@ -112,6 +114,9 @@ class Live:
 
 @runtime_checkable
 class BatchedPolicy(Protocol):
+    """A policy that produces many episodes' turns together: `submit` a turn to produce,
+    `collect` the turns that are ready, `release` an episode that ended."""
+
     name: str
 
     def submit(self, live: Live) -> None:
@@ -145,18 +150,22 @@ class Played:
 
     @property
     def request(self) -> Episode:
+        """The episode as it was asked for (the same as `episode`)."""
         return self.episode
 
     @property
     def seed(self) -> int:
+        """The env seed."""
         return self.episode.seed
 
     @property
     def passed(self) -> bool:
+        """True when the reward is 1 (within 1e-9)."""
         return self.reward >= 1.0 - 1e-9
 
     @property
     def termination_reason(self) -> str | None:
+        """Why the episode ended: "error" when the env failed, else the env's own reason."""
         return "error" if self.error else self.info.get("termination_reason")
 
     @property
@@ -240,6 +249,8 @@ class Stepwise:
         return action if isinstance(action, Reply) else Reply(action)
 
     def submit(self, live: Live) -> None:
+        """Bind a policy instance to the episode if it has none, and queue its turn (or
+        start it in the pool)."""
         policy = self._policy(live)
         if self.pool is None:
             self.queue.append(live)
@@ -247,6 +258,8 @@ class Stepwise:
             self.pending[self.pool.submit(self._act, policy, live)] = live
 
     def collect(self) -> list[tuple[Live, Reply]]:
+        """The turns that are ready: every queued one without a pool, else at least one of
+        those running (none when nothing is submitted)."""
         if self.pool is None:
             ready, self.queue = self.queue, []
             return [(live, self._act(self.bound[live.key], live)) for live in ready]
@@ -256,11 +269,13 @@ class Stepwise:
         return [(self.pending.pop(f), f.result()) for f in done]
 
     def release(self, live: Live) -> None:
+        """Return the episode's policy instance to the free list, for a later episode."""
         policy = self.bound.pop(live.key, None)
         if policy is not None:
             self.free.append(policy)
 
     def close(self) -> None:
+        """Cancel the turns not yet started and shut the thread pool down."""
         if self.pool is not None:
             for future in self.pending:
                 future.cancel()
@@ -441,7 +456,7 @@ class borrowed:
         return getattr(self.env, name)
 
     def close(self) -> None:
-        pass
+        """Does nothing: the env's owner closes it."""
 
 
 def play_in_order(episodes: Sequence[Episode], policy: Any, **kwargs: Any) -> list[Played]:

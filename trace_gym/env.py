@@ -1,4 +1,4 @@
-"""The env contract every trace-gym environment follows (DESIGN §2.1).
+"""The env contract every trace-gym environment follows (README, "The env contract").
 
 `TraceEnv` is a Gymnasium env whose observation is the conversation so far (OpenAI chat
 messages) and whose action is one agent turn (a tool-call dict, an assistant message or
@@ -44,12 +44,20 @@ class Task(Protocol):
     """What every env's task offers."""
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """The kind of task (reported per kind by evaluation)."""
+        ...
     @property
-    def capabilities_needed(self) -> list[str]: ...
+    def capabilities_needed(self) -> list[str]:
+        """The capabilities an agent needs to solve the task."""
+        ...
     @property
-    def instructions(self) -> str: ...
-    def to_json(self) -> dict[str, Any]: ...
+    def instructions(self) -> str:
+        """The customer's brief."""
+        ...
+    def to_json(self) -> dict[str, Any]:
+        """The task as a JSON object."""
+        ...
 
 
 @dataclass
@@ -75,6 +83,7 @@ class Episode:
 
     @property
     def over(self) -> bool:
+        """True once the episode has a termination reason."""
         return self.termination_reason is not None
 
 
@@ -94,6 +103,7 @@ class NewEpisode:
 
 
 def with_hint(system_prompt: str, hint: str) -> str:
+    """The system prompt with the hint appended inside an `<expert_guidance>` block."""
     return f"{system_prompt}\n\n{HINT_OPEN}\n{hint}\n{HINT_CLOSE}"
 
 
@@ -163,6 +173,8 @@ class TraceEnv(gym.Env[list, Any]):
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        """Start a new episode; the only option is `hint` (True adds the env's guidance to
+        the system prompt). Returns the opening messages and the info."""
         options = {} if options is None else options
         if not isinstance(options, dict):
             raise InvalidConfig(f"reset options={options!r} are invalid: must be a dict such as {{'hint': True}}")
@@ -195,6 +207,8 @@ class TraceEnv(gym.Env[list, Any]):
         return msg.copy_messages(self._episode.messages), self._info()
 
     def step(self, action: Any) -> tuple[list, float, bool, bool, dict[str, Any]]:
+        """Play one agent turn: run its tool calls or send its reply, and score the episode
+        when it ends (0 when truncated)."""
         ep = self._episode
         if ep is None:
             raise EpisodeError("step() called before reset()")
@@ -257,12 +271,14 @@ class TraceEnv(gym.Env[list, Any]):
 
     @property
     def episode(self) -> Episode:
+        """The episode in progress (raises EpisodeError before the first reset)."""
         if self._episode is None:
             raise EpisodeError("no episode yet: call reset()")
         return self._episode
 
     @property
     def task(self) -> Task:
+        """The task of the episode in progress."""
         return self.episode.task
 
     @classmethod
@@ -278,6 +294,8 @@ class TraceEnv(gym.Env[list, Any]):
         return sha
 
     def render(self) -> str | None:
+        """The conversation as text in "ansi" mode; in "human" mode, print the messages not
+        yet shown and return None."""
         from trace_gym.render import render_ansi, render_human
 
         if self.render_mode is None or self._episode is None:

@@ -24,6 +24,8 @@ def pass_hat_k(trials: list[list[bool]], k: int) -> float:
 
 
 def bootstrap_interval(values: list[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The 95% bootstrap interval of the mean of `values` (percentiles of `resamples`
+    resampled means, from a fixed seed); NaNs when there are no values."""
     if not values:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
@@ -39,6 +41,10 @@ def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate(records: list[dict[str, Any]], max_k: int | None = None) -> dict[str, Any]:
+    """The evaluation of trajectory records: pass rate, mean reward, the number of tasks
+    (env, seed), the pass rate's 95% bootstrap interval over tasks, pass^k for k up to the
+    fewest trials of a task (or `max_k`), and the same summary by task kind and by needed
+    capability."""
     by_task: dict[tuple[str, Any], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by_task[(r["env_id"], r["seed"])].append(r)

@@ -144,6 +144,9 @@ class TRLRollouts:
         self.calls = 0
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        """Play one episode per prompt with the trainer's current model and return, per
+        episode, its prompt ids, completion ids, logprobs, env_mask and reward
+        (`trace_reward`), as TRL's `rollout_func` returns them."""
         import numpy as np
 
         from trace_gym.agents.episodes import LocalBackend, Request

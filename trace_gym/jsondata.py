@@ -115,10 +115,12 @@ def canonical_json(value: Any) -> str:
 
 
 def sha256_json(value: Any) -> str:
+    """The sha256 hex digest of a JSON value's canonical text."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The sha256 hex digest of `data`."""
     return hashlib.sha256(data).hexdigest()
 
 

@@ -17,14 +17,17 @@ INVALID_TOOL_CALL = "invalid_tool_call"
 
 
 def system(content: str) -> Message:
+    """A system message."""
     return {"role": "system", "content": content}
 
 
 def user(content: str) -> Message:
+    """A user message."""
     return {"role": "user", "content": content}
 
 
 def tool_call_id(turn: int, index: int) -> str:
+    """The id of the `index`-th call of turn `turn`: `call_<turn>_<index>`."""
     return f"call_{turn}_{index}"
 
 
@@ -44,6 +47,7 @@ def assistant(content: str | None, calls: list[tuple[str, str]], turn: int) -> M
 
 
 def tool_result(call_id: str, content: str) -> Message:
+    """A tool message answering the call `call_id`."""
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 

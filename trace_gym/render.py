@@ -27,6 +27,8 @@ def printable(text: str, keep_newlines: bool = False) -> str:
 
 
 def message_text(m: Message, system_chars: int = 200) -> str:
+    """A message's text and its tool calls (`-> name(arguments)`), one per line; a system
+    prompt longer than `system_chars` is cut, with its length noted."""
     content = m.get("content") or ""
     if m["role"] == "system" and len(content) > system_chars:
         content = content[:system_chars] + f"... [{len(m['content'])} chars]"
@@ -37,10 +39,12 @@ def message_text(m: Message, system_chars: int = 200) -> str:
 
 
 def render_ansi(messages: list[Message]) -> str:
+    """The conversation as plain text, one labelled message after another."""
     return "\n".join(f"[{_LABEL[m['role']]}] {message_text(m)}" for m in messages) + "\n"
 
 
 def render_human(messages: list[Message]) -> None:
+    """Print the messages as rich panels, one per message, labelled and coloured by role."""
     from rich.console import Console
     from rich.panel import Panel
     from rich.text import Text

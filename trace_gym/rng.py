@@ -61,6 +61,7 @@ class Rng:
         return self.random() < p
 
     def choice(self, seq: Sequence[T]) -> T:
+        """One element of seq, drawn uniformly."""
         return seq[int(self.random() * len(seq))]
 
     def weighted(self, seq: Sequence[T], weights: Sequence[float]) -> T:
@@ -83,6 +84,7 @@ class Rng:
         return pool[:k]
 
     def shuffle(self, items: list[T]) -> None:
+        """Shuffle `items` in place (Fisher-Yates)."""
         for i in range(len(items) - 1, 0, -1):
             j = int(self.random() * (i + 1))
             items[i], items[j] = items[j], items[i]

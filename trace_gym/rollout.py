@@ -42,12 +42,15 @@ PolicyFactory = Callable[[], Any]
 
 @dataclass(frozen=True)
 class Job:
+    """One episode to play: env, seed and sample."""
+
     env_id: str
     seed: int
     sample: int
 
     @property
     def id(self) -> str:
+        """The episode's record id, `env/split/seed/sample`."""
         return episode_id(self.env_id, self.seed, self.sample)
 
 
@@ -188,6 +191,9 @@ def plan(env_id: str, seeds: Iterable[int], samples: int, done: set[str]) -> lis
 
 @dataclass
 class RolloutSummary:
+    """What a rollout did: the episodes it planned, those skipped (already in the file, or
+    appended first by another rollout) and those written, with the run's fingerprint."""
+
     path: str
     planned: int
     skipped: int

@@ -69,6 +69,8 @@ def policy_fingerprint(factory: Any) -> dict[str, Any]:
 
 def run_fingerprint(env_id: str, factory: Any, *, hint: bool = False,
                     env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fingerprint of a rollout: env id, its code sha256 and knobs (`env_kwargs`), the
+    hint setting and the policy's fingerprint."""
     from trace_gym.registry import env_sha256
 
     return {"env_id": env_id, "env_sha256": env_sha256(env_id), "env_kwargs": dict(sorted((env_kwargs or {}).items())),

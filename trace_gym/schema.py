@@ -24,6 +24,7 @@ Schema = dict[str, Any]
 
 
 def string(description: str, enum: list[str] | None = None) -> Schema:
+    """A string parameter, limited to `enum` when given."""
     s: Schema = {"description": description, "type": "string"}
     if enum is not None:
         s["enum"] = list(enum)
@@ -31,10 +32,12 @@ def string(description: str, enum: list[str] | None = None) -> Schema:
 
 
 def integer(description: str) -> Schema:
+    """An integer parameter."""
     return {"description": description, "type": "integer"}
 
 
 def string_list(description: str) -> Schema:
+    """A parameter that is a list of strings."""
     return {"description": description, "items": {"type": "string"}, "type": "array"}
 
 
@@ -53,6 +56,8 @@ def record_list(description: str, definition: str) -> Schema:
 
 
 def record(properties: Mapping[str, Schema], required: list[str] | None = None) -> Schema:
+    """An object schema with these properties; all of them required unless `required` names
+    which."""
     return {
         "properties": dict(properties),
         "required": list(properties) if required is None else required,

@@ -15,6 +15,7 @@ SPLITS: dict[str, range] = {
 
 
 def split_range(split: str) -> range:
+    """The seeds of a split ("train" or "test"); InvalidConfig for any other name."""
     if split not in SPLITS:
         raise InvalidConfig(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
     return SPLITS[split]

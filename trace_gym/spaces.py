@@ -57,12 +57,16 @@ class ConversationSpace(Space[list]):
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: a conversation has no fixed-size array form."""
         return False
 
     def contains(self, x: Any) -> bool:
+        """True for a list of valid OpenAI chat messages."""
         return isinstance(x, list) and all(map(is_valid_message, x))
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[Message]:
+        """A short random conversation: a system prompt, a user message and up to three tool
+        calls with their results."""
         rng = Rng(self.np_random)
         convo: list[Message] = [
             {"role": "system", "content": "You are a helpful agent."},
@@ -101,9 +105,12 @@ class ActionSpace(Space[Any]):
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: an agent turn has no fixed-size array form."""
         return False
 
     def contains(self, x: Any) -> bool:
+        """True for text or a dict whose every call parses, names one of the tools and has
+        arguments that satisfy its schema (a plain reply is always valid)."""
         if not isinstance(x, (str, dict)):
             return False
         parsed = parse_action(x)
@@ -114,6 +121,8 @@ class ActionSpace(Space[Any]):
         return True
 
     def sample(self, mask: Any = None, probability: Any = None) -> Any:
+        """A tool call with schema-valid arguments, or a short reply (with probability
+        `reply_rate`, or always when there are no tools)."""
         rng = Rng(self.np_random)
         if rng.chance(self.reply_rate) or not len(self.toolset):
             return "Thank you, is there anything else?"

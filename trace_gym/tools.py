@@ -17,6 +17,9 @@ from trace_gym.schema import Schema, compile_arguments_validator, describe_valid
 
 
 class ToolKind(str, enum.Enum):
+    """What a tool does to the world, as tau2-bench labels its tools: READ looks, WRITE
+    changes it, GENERIC neither (such as `calculate`)."""
+
     READ = "READ"
     WRITE = "WRITE"
     GENERIC = "GENERIC"
@@ -36,10 +39,12 @@ class Tool:
 
     @property
     def name(self) -> str:
+        """The tool's name, from its schema."""
         return self.schema["function"]["name"]
 
     @property
     def parameters(self) -> Schema:
+        """The JSON schema of the tool's arguments."""
         return self.schema["function"]["parameters"]
 
     def validate(self, arguments: Any) -> str | None:
@@ -89,6 +94,7 @@ class Toolset(Mapping[str, Tool]):
         return Toolset(self._tools[n] for n in names)
 
     def names(self, kind: ToolKind | None = None) -> list[str]:
+        """The names of the tools, in order; only those of `kind` when given."""
         return [n for n, t in self._tools.items() if kind is None or t.kind is kind]
 
     def execute(self, world: Any, name: str, arguments: Any) -> ToolResult:

@@ -48,6 +48,7 @@ def evaluate_arithmetic(expression: str) -> float:
 
 
 def calculate_tool() -> Tool:
+    """The `calculate` tool: evaluates an arithmetic expression, rounded to 2 decimals."""
     @tool(ToolKind.GENERIC, function(
         "calculate",
         "Evaluate an arithmetic expression.",
@@ -66,6 +67,7 @@ TRANSFER_MESSAGE = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
 
 
 def transfer_tool() -> Tool:
+    """The `transfer_to_human_agents` tool: always answers "Transfer successful"."""
     @tool(ToolKind.GENERIC, function(
         "transfer_to_human_agents",
         "Hand the conversation to a human agent, with a summary of the issue. Only when the "

@@ -1,11 +1,11 @@
 """Trajectory records: one JSON object per episode, the format every step reads.
 
-Fields (DESIGN §3): schema_version, id (`env/split/seed/sample`), env_id, env_sha256, seed,
-sample, split, policy, messages, reward, passed (reward >= 1 - 1e-9), verdict, task_kind,
-capabilities_needed, termination_reason, instructions, timings (seconds: reset, steps,
-total). `trace-gym play --json` prints exactly one. The episode driver builds them
-(`trace_gym.driver.Played.record`); an episode whose env failed also has `error` (why) and
-scores 0, with termination_reason "error".
+Fields (README, "Command line"): schema_version, id (`env/split/seed/sample`), env_id,
+env_sha256, seed, sample, split, policy, messages, reward, passed (reward >= 1 - 1e-9),
+verdict, task_kind, capabilities_needed, termination_reason, instructions, timings
+(seconds: reset, steps, total). `trace-gym play --json` prints exactly one. The episode
+driver builds them (`trace_gym.driver.Played.record`); an episode whose env failed also has
+`error` (why) and scores 0, with termination_reason "error".
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def passed(reward: float) -> bool:
 
 @dataclass(frozen=True)
 class SummaryLimits:
+    """How much of a trajectory the compact summary keeps, in characters."""
+
     content: int = 300
     """Characters kept of each message's text."""
     arguments: int = 200

@@ -19,19 +19,23 @@ class Check(NamedTuple):
 
 @dataclass(frozen=True)
 class Verdict:
+    """A verifier's result: the score, clipped to [0, 1], and the checks behind it."""
+
     score: float
     checks: tuple[Check, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        # Rewards are clipped to [0, 1] (DESIGN §3); a verifier outside that is clipped here.
+        # Rewards lie in [0, 1] (the env contract); a verifier outside that is clipped here.
         # Rounded so that credits adding up to 1 (1/7 seven times) give exactly 1.
         object.__setattr__(self, "score", round(min(1.0, max(0.0, float(self.score))), 9))
 
     @property
     def passed(self) -> bool:
+        """True when the score is 1 (within 1e-9)."""
         return self.score >= 1.0 - 1e-9
 
     def to_json(self) -> dict[str, Any]:
+        """The verdict as a JSON object."""
         return {"score": self.score, "checks": [
             {"name": c.name, "passed": c.passed, "credit": c.credit, "detail": c.detail}
             for c in self.checks]}

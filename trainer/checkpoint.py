@@ -21,6 +21,9 @@ from trace_gym.jsondata import write_json_atomic
 
 
 def save(run_dir: Path, iteration: int, model: Any, optimizer: Any, state: dict[str, Any], keep: int = 2) -> Path:
+    """Write the checkpoint of `iteration` (adapter, optimiser state, `state.json`) under a
+    temporary name, rename it into place, point `latest.json` at it, and keep only the
+    newest `keep` checkpoints. Returns its directory."""
     import torch
 
     root = Path(run_dir) / "checkpoints"

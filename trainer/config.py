@@ -23,6 +23,8 @@ BACKENDS = ("local", "vllm", "openvino")
 UPDATE_DTYPES = ("float32", "bfloat16", "auto")
 MODEL_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
+VALIDATION_SEEDS = 100_000
+"""The last seeds of the train split form its validation slice: never drawn for training."""
 EXTENDABLE = ("iterations", "checkpoint_every", "eval_every")
 """Settings a resumed run may change: how far it goes and how often it saves and evaluates."""
 
@@ -150,6 +152,8 @@ class GRPOConfig:
             value = getattr(self, name)
             require(self, name, type(value) is int and value >= 0, "must be an integer >= 0")
         require(self, "group_size", self.group_size >= 2, "must be at least 2 (a group of one has no variance)")
+        require(self, "eval_seeds", self.eval_seeds <= VALIDATION_SEEDS,
+                f"must be at most {VALIDATION_SEEDS:,} (the train split's validation slice)")
         for name, lo, hi in (("temperature", 0.0, 10.0), ("hint_fraction", 0.0, 1.0), ("min_informative", 0.0, 1.0),
                              ("clip_eps", 0.0, 1.0), ("lora_dropout", 0.0, 1.0)):
             value = getattr(self, name)
@@ -181,6 +185,8 @@ class GRPOConfig:
                 "allowed: auto, cpu, cuda, cuda:N")
 
     def torch_device(self) -> str:
+        """The torch device: `device`, with "auto" resolved to cuda when one is available,
+        else cpu."""
         import torch
 
         if self.device == "auto":
@@ -213,6 +219,7 @@ class GRPOConfig:
 
     @property
     def eps_high(self) -> float:
+        """The upper clip: `clip_eps_high`, or `clip_eps` when that is None."""
         return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
 
     def hinted(self) -> int:
@@ -220,9 +227,11 @@ class GRPOConfig:
         return round(self.hint_fraction * self.group_size)
 
     def to_json(self) -> dict[str, Any]:
+        """The config as a JSON object (tuples as lists)."""
         return json.loads(json.dumps(asdict(self)))
 
     def key(self) -> str:
+        """A 12-character digest of every setting: the config's key."""
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
 
     def trained(self) -> dict[str, Any]:
@@ -249,6 +258,8 @@ class GRPOConfig:
 
     @classmethod
     def from_dict(cls, table: dict[str, Any], where: str = "config", **overrides: Any) -> GRPOConfig:
+        """A config from a table of fields, then `overrides` (None values ignored); an
+        unknown key is refused, naming `where` and the key."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(table) - known)
         if unknown:

@@ -60,17 +60,17 @@ import numpy as np
 import torch
 
 from trace_gym.agents.episodes import Backend, Request, Rollout
+from trace_gym.trainer.config import VALIDATION_SEEDS
 from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.errors import InternalError
 from trace_gym.seeding import SPLITS
 from trace_gym.trainer import distributed
 from trace_gym.trainer.config import GRPOConfig
 
-VALIDATION_SEEDS = 100_000
-"""The last seeds of the train split form its validation slice: never drawn for training."""
 
 
 def validation_seeds(n: int) -> list[int]:
+    """The first `n` seeds of the train split's validation slice."""
     start = SPLITS["train"].stop - VALIDATION_SEEDS
     return list(range(start, start + n))
 
@@ -117,6 +117,8 @@ def group_by_seed(rollouts: list[Rollout], group_size: int) -> dict[int, list[Ro
 
 
 def is_constant(group: list[Rollout]) -> bool:
+    """True when every rollout of the group has the same reward (no advantage to learn
+    from)."""
     return len({r.reward for r in group}) == 1
 
 
@@ -163,6 +165,9 @@ def collect(config: GRPOConfig, backend: Backend, iteration: int) -> tuple[dict[
 
 @dataclass
 class Batch:
+    """The loss's input: one sample per agent turn (its hint-free prompt and completion)
+    and, per completion token, flat over the batch, its p_old, advantage and weight."""
+
     sequences: list[list[int]]
     """Per sample: the hint-free prompt, then the completion."""
     prompt_lengths: list[int]
@@ -182,6 +187,10 @@ class Batch:
 
 def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], float],
                normalization: str = "sample", old_logp: str = "sampler") -> Batch:
+    """The batch of the informative groups, in seed then sample order: one sample per agent
+    turn that produced tokens, each token weighted by `normalization` ('sample', 'turn' or
+    'token'), its p_old taken from the trainer for hinted samples (or for all, with
+    `old_logp` 'trainer')."""
     sequences, prompts, old, hinted, advantage, turn_of, episode_of = [], [], [], [], [], [], []
     episodes = 0
     for seed in sorted(groups):

@@ -57,6 +57,7 @@ class MetricsLog:
 
     @staticmethod
     def read(path: Path) -> list[dict[str, Any]]:
+        """The rows of a metrics log, up to a line cut short by a crash."""
         rows = []
         for line in Path(path).read_text().splitlines():
             if line.strip():
@@ -67,6 +68,8 @@ class MetricsLog:
         return rows
 
     def write(self, row: dict[str, Any]) -> None:
+        """Append one iteration's row, flushed and synced, and send its numbers to
+        TensorBoard when it is on."""
         with open(self.path, "a") as f:
             f.write(json.dumps(row, sort_keys=True) + "\n")
             f.flush()
@@ -79,6 +82,7 @@ class MetricsLog:
             self.tensorboard.flush()
 
     def close(self) -> None:
+        """Close the TensorBoard writer, if any."""
         if self.tensorboard is not None:
             self.tensorboard.close()
 

@@ -55,4 +55,5 @@ class OpenVINOBackend:
                              in_flight=max(1, min(self.in_flight, len(requests))))
 
     def close(self) -> None:
+        """Close the OpenVINO policy."""
         self.policy.close()

@@ -61,6 +61,9 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
 
 def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temperature: float | None = None,
                  base: Path | None = None) -> Any:
+    """The rollout backend `config.backend` names: vLLM servers, OpenVINO on `base`, or the
+    trained model itself (local). `temperature` makes an evaluation backend, with its own
+    served adapter name or directory."""
     if config.backend == "vllm":
         from trace_gym.trainer.vllm import VLLMBackend
 

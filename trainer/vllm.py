@@ -63,6 +63,9 @@ def base_urls(value: str | None = None) -> list[str]:
 
 
 class VLLMBackend:
+    """The trainer's rollout backend (`sync`, `play`) on vLLM servers: turns are completion
+    requests posted in threads, episodes spread over the servers round-robin."""
+
     def __init__(self, urls: Sequence[str], tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], *,
                  adapter_dir: Path, name: str = "trace-adapter", temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 256, workers: int = 32, timeout: float = 600.0, retries: int = 4) -> None:
@@ -83,6 +86,8 @@ class VLLMBackend:
     @classmethod
     def from_env(cls, config: Any, tokenizer: Any, adapter_dir: Path, temperature: float | None = None,
                  name: str = "trace-adapter") -> VLLMBackend:
+        """A backend on the servers of `VLLM_BASE_URLS`, with the config's env and sampling
+        settings (`temperature` overrides the config's)."""
         return cls(base_urls(), tokenizer, config.env_id, config.env_kwargs, adapter_dir=adapter_dir, name=name,
                    temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                    max_new_tokens=config.max_new_tokens, workers=config.batch_episodes)
@@ -90,6 +95,9 @@ class VLLMBackend:
     # -- the adapter --------------------------------------------------------------------------
 
     def sync(self, model: Any, iteration: int) -> None:
+        """Save the model's adapter and make every server serve it under this iteration's
+        name (unloading the previous one), keep only that copy on disk, and probe each
+        server's log-probability mode the first time."""
         name = f"{self.name}-{self.tag}-it{iteration}"
         path = self.adapter_dir / name
         model.save_pretrained(path)
@@ -160,6 +168,9 @@ class VLLMBackend:
         raise InternalError("vLLM request: the retry loop ended without an answer or an error")
 
     def complete(self, url: str, prompt: list[int], seed: int) -> tuple[list[int], list[float]]:
+        """One turn from the server at `url`: the sampled token ids and their
+        log-probabilities (TraceGymError before the first `sync`, or when the answer lacks
+        them)."""
         if self.served is None:
             raise TraceGymError("the vllm backend has no adapter loaded yet: call sync(model, iteration) first")
         out = self._post(url, "/completions", {

@@ -2,8 +2,8 @@
 model's engines (`local_policy`). The policies by name: `trace_gym.agents.registry`.
 
 A policy maps (messages, tools) to the agent's next turn, in any form the env accepts
-(a tool-call dict, an assistant message, or text). `bind(env)` gives a policy the episode
-it acts in; model-backed policies ignore it.
+(a tool-call dict, an assistant message, or text). `bind(env, seed, sample)` gives a policy the
+episode it acts in; a model-backed policy uses at most its seed (to seed its sampling).
 """
 
 from __future__ import annotations
@@ -20,13 +20,18 @@ from trace_gym.schema import sample_value
 
 
 class Policy(Protocol):
+    """A turn-by-turn policy: `bind` it to an episode, then `act` once per agent turn."""
+
     name: str
 
     def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
         """Called after each reset: the episode's env, seed and sample index (a stochastic
         policy seeds itself from them, so an episode is reproducible on its own)."""
 
-    def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any: ...
+    def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
+        """The agent's next turn given the conversation so far and the tools (OpenAI
+        function schemas): a tool-call dict, an assistant message or text."""
+        ...
 
 
 class OraclePolicy:
@@ -38,9 +43,11 @@ class OraclePolicy:
         self._env: Any = None
 
     def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
+        """Keep the episode's env, whose oracle gives the turns."""
         self._env = env.unwrapped
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
+        """The env oracle's next turn for this conversation."""
         if self._env is None:
             raise InvalidConfig("the oracle policy needs its env: call bind(env) first")
         return self._env.oracle_action(messages)
@@ -61,9 +68,13 @@ class RandomPolicy:
         self.reply_rate = reply_rate
 
     def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
+        """Reseed from (the policy's seed, the episode's seed, its sample), so an episode's
+        turns do not depend on what was played before."""
         self.rng = Rng(np.random.default_rng([self.base_seed, seed, sample]))
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
+        """A canned reply (with probability `reply_rate`, or always when there are no
+        tools), else a call to a random tool with schema-valid random arguments."""
         if not tools or self.rng.chance(self.reply_rate):
             return self.rng.choice(_REPLIES)
         fn = self.rng.choice(tools)["function"]

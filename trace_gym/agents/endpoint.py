@@ -27,6 +27,8 @@ class EndpointError(TraceGymError):
 
 
 def resolve_base_url(base_url: str | None) -> str:
+    """The endpoint's base URL: `base_url`, else `OPENAI_BASE_URL`, else the first of
+    `VLLM_BASE_URLS`; InvalidConfig when none is set."""
     url = base_url or os.environ.get("OPENAI_BASE_URL")
     if not url and os.environ.get("VLLM_BASE_URLS"):
         url = os.environ["VLLM_BASE_URLS"].split(",")[0].strip()
@@ -61,9 +63,13 @@ class EndpointPolicy:
         self._seed = 0
 
     def bind(self, env: gym.Env, seed: int = 0, sample: int = 0) -> None:
+        """Derive the request seed from the episode's seed and sample (servers that support
+        it sample reproducibly)."""
         self._seed = (seed * 1_000_003 + sample) % 2**31  # servers that support it sample reproducibly
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """The server's assistant message for this conversation, transient failures retried
+        with backoff; EndpointError when it does not answer usefully."""
         import openai
 
         last: Exception | None = None

@@ -104,6 +104,8 @@ class ViewLayer(DynamicLayer):
         self.keys, self.values = k[..., :length, :], v[..., :length, :]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+        """Write the new keys and values after the first `length` positions and return the
+        layer's keys and values so far (RuntimeError when the buffer is full)."""
         n = key_states.shape[-2]
         if self.length + n > self._k.shape[-2]:
             raise RuntimeError(f"a cache view of {self._k.shape[-2]} positions cannot take {self.length + n}")
@@ -114,6 +116,7 @@ class ViewLayer(DynamicLayer):
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
+        """The number of positions held."""
         return self.length
 
 
@@ -134,6 +137,8 @@ class Generation:
 
 @dataclass
 class EngineStats:
+    """Token counts of an engine's work, for benchmarks and logs."""
+
     prefilled: int = 0
     """Prompt tokens run through the model (what reuse saves)."""
     decoded: int = 0

@@ -26,7 +26,12 @@ __all__ = ["Backend", "LocalBackend", "Request", "Rollout", "Turn"]
 
 
 class Backend(Protocol):
-    def play(self, requests: Sequence[Request]) -> list[Rollout]: ...
+    """Where the trainer's rollouts come from: the trained model itself (`LocalBackend`) or
+    servers (the trainer's vLLM backend)."""
+
+    def play(self, requests: Sequence[Request]) -> list[Rollout]:
+        """Every request played, as one rollout each."""
+        ...
 
     def sync(self, model: Any, iteration: int) -> None:
         """Make the next rollouts use the model's current adapter weights."""
@@ -48,10 +53,11 @@ class LocalBackend:
 
     @property
     def engine(self) -> Any:
+        """The policy's generation engine."""
         return self.policy.engine
 
     def sync(self, model: Any, iteration: int) -> None:
-        pass
+        """Nothing to do: the model is the trained one, its adapter applied in place."""
 
     def play(self, requests: Sequence[Request]) -> list[Rollout]:
         """Every request played, in request order."""

@@ -40,6 +40,7 @@ def vector_flags() -> str:
 
 
 def native_bf16() -> bool:
+    """True when the CPU computes bf16 natively (avx512_bf16 or AMX)."""
     return any(flag in cpu_flags() for flag in NATIVE_BF16_FLAGS)
 
 
@@ -61,9 +62,11 @@ class Placement:
     flags: tuple[str, ...]
 
     def as_dict(self) -> dict:
+        """The placement as a JSON object (flags as a list)."""
         return {**asdict(self), "flags": list(self.flags)}
 
     def describe(self) -> str:
+        """One line for people: dtype, threads, why that dtype, and the CPU flags seen."""
         why = "native bf16" if self.native_bf16 else "no native bf16"
         return f"{self.dtype} on {self.threads} thread(s) ({why}; CPU flags: {' '.join(self.flags) or 'none seen'})"
 

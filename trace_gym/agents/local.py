@@ -99,6 +99,7 @@ class LocalModelPolicy:
     # -- the driver's batched interface ------------------------------------------------------
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
+        """The token ids of the chat template over the conversation and the tools."""
         from trace_gym.agents.chat import render_prompt
 
         return render_prompt(self.tokenizer, messages, tools)
@@ -110,6 +111,8 @@ class LocalModelPolicy:
         return stream_seed(self.seed, episode.stream())
 
     def submit(self, live: Live) -> None:
+        """Start the episode's next turn in the engine; a hinted episode also keeps the
+        prompt without the hint, which the loss conditions on."""
         from trace_gym.agents.chat import unhinted
 
         prompt = self.prompt_ids(live.messages, live.tools)
@@ -121,6 +124,9 @@ class LocalModelPolicy:
                            top_p=self.top_p, seed=self.stream(live.episode), logprobs=self.logprobs)
 
     def collect(self) -> list[tuple[Live, Reply]]:
+        """Run the engine (in eval mode, then back to the model's own) until a turn ends, or
+        every submitted one with `lockstep`, and return the ended turns with their tokens
+        and log-probabilities."""
         was_training = self.model.training
         self.model.eval()
         try:
@@ -138,6 +144,7 @@ class LocalModelPolicy:
         return out
 
     def release(self, live: Live) -> None:
+        """Drop the episode's pending turn and its conversation in the engine."""
         self._waiting.pop(live.key, None)
         self.engine.close(live.key)
 

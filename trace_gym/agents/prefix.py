@@ -37,6 +37,9 @@ folded into per-token weights)."""
 
 @dataclass
 class Node:
+    """A node of the prefix tree: the run of tokens every sequence through it shares, its
+    children, and the loss terms its logits feed."""
+
     start: int
     """Position of the node's first token in every sequence through it."""
     tokens: list[int]

@@ -46,6 +46,7 @@ class PolicyEntry:
     """Where the keyword defaults of `episode_keys` are read (default: the factory)."""
 
     def load(self) -> Callable[..., Policy]:
+        """The policy's constructor, imported when `factory` names it."""
         return _resolve(self.factory, self.name)
 
     def defaults(self) -> dict[str, Any]:

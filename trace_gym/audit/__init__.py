@@ -58,6 +58,10 @@ machine the kit takes a few times its usual 10 to 40 s)."""
 
 @dataclass
 class AuditReport:
+    """What an audit found: the target and its code sha256, the kit version, the isolation
+    the module ran under, the static findings, the kit's results, and why the dynamic audit
+    stopped when it did."""
+
     target: str
     path: str
     env_id: str | None
@@ -78,11 +82,14 @@ class AuditReport:
 
     @property
     def passed(self) -> bool:
+        """True when no static rule fired, the kit ran to the end and every result passed
+        (and the module ran sandboxed, when that was required)."""
         if self.require_isolation and not self.sandboxed:
             return False
         return not self.static and self.error is None and bool(self.results) and all(r["passed"] for r in self.results)
 
     def reasons(self) -> list[str]:
+        """Why the audit failed, one line per reason (empty when it passed)."""
         out = [f"line {f.line}: {f.message}" for f in self.static]
         if self.error:
             out.append(self.error)
@@ -92,6 +99,7 @@ class AuditReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object, with `passed` and `reasons`."""
         data = asdict(self)
         data["static"] = [f.to_json() for f in self.static]
         data["passed"] = self.passed

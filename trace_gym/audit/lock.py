@@ -33,6 +33,8 @@ class UnauditedEnvWarning(UserWarning):
 
 
 def read_lock(directory: Path) -> dict[str, Any]:
+    """The audit lock in `directory` (an empty one when there is none); MalformedFile when
+    it is not a lock."""
     path = directory / LOCK_NAME
     if not path.is_file():
         return {"schema_version": SCHEMA_VERSION, "entries": {}}

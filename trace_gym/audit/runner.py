@@ -89,6 +89,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    """Answer one request: read it from stdin, run it (with the process made not dumpable,
+    and everything printed sent to stderr), write the answer to the original stdout; running
+    out of memory answers `{"error": "memory"}`."""
     _not_dumpable()
     answers = os.dup(1)
     os.dup2(2, 1)  # what the kit or a library prints goes to stderr, not into the answer

@@ -151,11 +151,14 @@ _UTF8_NAMES = {"utf-8", "utf8"}
 
 @dataclass(frozen=True)
 class Finding:
+    """One static rule that fired: the rule, the source line and what is wrong."""
+
     rule: str
     line: int
     message: str
 
     def to_json(self) -> dict:
+        """The finding as a JSON object."""
         return {"rule": self.rule, "line": self.line, "message": self.message}
 
 

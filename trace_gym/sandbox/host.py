@@ -54,6 +54,9 @@ def load_module(path: str, sha256: str) -> types.ModuleType:
 
 
 def env_class(module: types.ModuleType, attr: str | None) -> type[TraceEnv]:
+    """The module's env class: `attr` when given (TypeError unless it is a TraceEnv
+    subclass), else the one TraceEnv subclass the module defines (TypeError when it defines
+    none or several)."""
     if attr is not None:
         cls = getattr(module, attr, None)
         if not (inspect.isclass(cls) and issubclass(cls, TraceEnv)):
@@ -77,6 +80,9 @@ def _toolset_json(toolset: Any) -> list[dict[str, Any]]:
 
 @dataclass
 class Instance:
+    """One hosted env, with what the client holds of it, so that answers send only what
+    changed."""
+
     env: TraceEnv
     recent: list = field(default_factory=list)
     """(observation, info) of the last RECENT_OPENINGS resets, as the client holds them."""
@@ -113,6 +119,9 @@ class Host:
     # -- the loop ----------------------------------------------------------------------------
 
     def serve(self, requests: Any, answers: int) -> None:
+        """Answer requests, one JSON line each, until the input ends: each answer is the
+        handler's result, or the error the env raised; running out of memory is reported and
+        ends the worker."""
         # no check for cycles (a cycle in what an env returns is a RecursionError, caught below)
         dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
         while True:
@@ -144,6 +153,8 @@ class Host:
     # -- requests --------------------------------------------------------------------------
 
     def make(self, r: dict) -> dict[str, Any]:
+        """Make an env instance from a module file (whose bytes must match the sha256) or a
+        trusted entry point, and answer its metadata, render mode and tools."""
         source = r["source"]
         if "entry_point" in source:  # trusted code, by module name (a fresh-process check)
             module_name, _, attr = source["entry_point"].partition(":")
@@ -170,6 +181,9 @@ class Host:
             raise ProtocolError(f"no env instance {r.get('id')!r} in this worker") from None
 
     def reset(self, r: dict) -> list[Any]:
+        """Reset the instance and answer the opening as changes to the closest recent
+        opening the client holds, the task's kind, capabilities and instructions, and its
+        toolset (described only when new); with `oracle`, also the oracle's first turn."""
         inst = self._instance(r)
         obs, info = inst.env.reset(seed=r.get("seed"), options=r.get("options"))
         episode, task = inst.env.episode, inst.env.task
@@ -203,6 +217,9 @@ class Host:
         return answer
 
     def step(self, r: dict) -> list[Any]:
+        """Step the instance and answer the new messages (or the whole observation when it
+        does not extend the last), the reward, the flags and what changed in info; with
+        `oracle`, also the oracle's next turn while the episode goes on."""
         inst = self._instance(r)
         action = r["action"] if "action" in r else _parsed(r["parsed"])
         obs, reward, terminated, truncated, info = inst.env.step(action)
@@ -235,22 +252,28 @@ class Host:
             return ["error", [type(exc).__name__, _message(exc)]]
 
     def oracle(self, r: dict) -> Any:
+        """The env oracle's next turn for the given observation (default: the last one
+        sent)."""
         inst = self._instance(r)
         obs = r.get("obs")
         return inst.env.oracle_action(inst.last_obs if obs is None else obs)
 
     def task(self, r: dict) -> dict[str, Any]:
+        """The task as JSON, and its `hidden` field when it has one."""
         task = self._instance(r).env.task
         hidden = getattr(task, "hidden", None)
         return {"json": task.to_json(), "hidden": None if hidden is None else list(hidden)}
 
     def world_hash(self, r: dict) -> str:
+        """The hash of the episode's initial world."""
         return self._instance(r).env.episode.initial_world.hash()
 
     def render(self, r: dict) -> Any:
+        """What the env's `render()` returns."""
         return self._instance(r).env.render()
 
     def close(self, r: dict) -> None:
+        """Close the instance and forget it (nothing when it is gone already)."""
         inst = self.instances.pop(r["id"], None)
         if inst is not None:
             inst.env.close()

@@ -81,7 +81,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Isolation:
-    """What a worker gets: the mode asked for, the one used, and why."""
+    """What a worker gets: the mode used, and why bubblewrap is not, when it is not."""
 
     mode: str
     """'bubblewrap' or 'fallback' (what the workers actually run under)."""
@@ -92,11 +92,14 @@ class Isolation:
 
     @property
     def sandboxed(self) -> bool:
+        """True under bubblewrap."""
         return self.mode == "bubblewrap"
 
     def describe(self) -> str:
+        """One line for reports: what the worker is isolated by, and for the fallback why
+        bubblewrap is not used and what the fallback does not stop."""
         if self.sandboxed:
-            return ("bubblewrap sandbox: new user, network, PID and IPC namespaces, read-only interpreter "
+            return ("bubblewrap sandbox: new user, network, PID, IPC, UTS and cgroup namespaces, read-only interpreter "
                     "and libraries, private tmpfs, no capabilities; rlimits; audit hook")
         net = "no network (new network namespace)" if self.network_namespace else "network not namespaced"
         return (f"FALLBACK without bubblewrap ({self.reason}): separate process with rlimits, {net}, audit "

@@ -153,6 +153,8 @@ class Worker:
         self._drain.start()
 
     def can_read(self, path: str) -> bool:
+        """True when the worker can load the file at `path` (a sandboxed worker sees only
+        the files it was started with)."""
         return not self.isolation.sandboxed or path in self.readable
 
     # -- requests --------------------------------------------------------------------------
@@ -289,6 +291,7 @@ class Worker:
                 pass
 
     def stderr_tail(self) -> str:
+        """The last few kilobytes the worker wrote to stderr, as text."""
         return b"".join(self._stderr).decode(errors="replace")
 
     def kill(self, reason: str) -> None:
@@ -329,6 +332,8 @@ class Worker:
             self._cleanup = None
 
     def close(self) -> None:
+        """End the worker: close its input and wait a little for it to exit, then kill
+        whatever is left."""
         if self.lost is None:
             self.lost = "was closed"
             try:
@@ -403,6 +408,7 @@ class WorkerPool:
         return pool
 
     def close(self) -> None:
+        """Close every worker (nothing in a forked child, whose workers are its parent's)."""
         with self._lock:
             if os.getpid() != self._pid:
                 return

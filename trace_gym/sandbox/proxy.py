@@ -53,6 +53,8 @@ class EnvSource:
 
     @classmethod
     def from_file(cls, path: str | Path, attr: str | None = None) -> EnvSource:
+        """The source of an env module file, hashed now (InvalidConfig when it cannot be
+        read)."""
         path = Path(path).resolve()
         try:
             data = path.read_bytes()
@@ -61,11 +63,13 @@ class EnvSource:
         return cls(str(path), attr, hashlib.sha256(data).hexdigest())
 
     def to_json(self) -> dict[str, Any]:
+        """The source as the worker's `make` request carries it."""
         if self.entry_point is not None:
             return {"entry_point": self.entry_point}
         return {"path": self.path, "attr": self.attr, "sha256": self.sha256}
 
     def describe(self) -> str:
+        """The entry point, or the file path with `:attr` when given."""
         return self.entry_point or f"{self.path}{':' + self.attr if self.attr else ''}"
 
 
@@ -111,10 +115,12 @@ class RemoteTask:
         return self._data
 
     def to_json(self) -> dict[str, Any]:
+        """A copy of the task's JSON."""
         return copy_json(self._fetch()["json"])
 
     @property
     def hidden(self) -> list[Any]:
+        """The task's `hidden` field; AttributeError when the task has none."""
         hidden = self._fetch()["hidden"]
         if hidden is None:
             raise AttributeError("the task has no 'hidden' field")
@@ -122,10 +128,14 @@ class RemoteTask:
 
 
 class RemoteWorld:
+    """The episode's initial world as the client sees it: only its hash, fetched on first
+    use."""
+
     def __init__(self, env: RemoteEnv) -> None:
         self._env, self._hash = env, None
 
     def hash(self) -> str:
+        """The hash of the episode's initial world, fetched from the worker once."""
         if self._hash is None:
             value = self._env._call("world_hash")
             if type(value) is not str:
@@ -147,6 +157,7 @@ class RemoteEpisode:
 
     @property
     def over(self) -> bool:
+        """True once the episode has a termination reason."""
         return self.termination_reason is not None
 
 
@@ -254,6 +265,8 @@ class RemoteEnv(gym.Env[list, Any]):
     # -- the env API -------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        """Reset the env in its worker (reconnecting first when the worker was lost) and
+        check what comes back: the opening messages and the info."""
         if type(seed) is int and seed >= 0:
             self._pending_seed = self._np_random_seed = seed
         else:
@@ -306,6 +319,9 @@ class RemoteEnv(gym.Env[list, Any]):
         return info
 
     def step(self, action: Any) -> tuple[list, float, bool, bool, dict[str, Any]]:
+        """Step the env in its worker and check what comes back; a worker that times out or
+        is lost ends the episode as truncated with reward 0 (or raises, with
+        `on_timeout="raise"`)."""
         ep = self._episode
         if ep is None:
             raise EpisodeError("step() called before reset()")
@@ -378,17 +394,21 @@ class RemoteEnv(gym.Env[list, Any]):
 
     @property
     def episode(self) -> RemoteEpisode:
+        """The episode in progress (raises EpisodeError before the first reset)."""
         if self._episode is None:
             raise EpisodeError("no episode yet: call reset()")
         return self._episode
 
     @property
     def task(self) -> RemoteTask:
+        """The task of the episode in progress (raises EpisodeError before the first reset)."""
         self.episode  # noqa: B018  (raises before the first reset)
         assert self._task is not None
         return self._task
 
     def render(self) -> str | None:
+        """In "human" mode, print the messages not yet shown here; in "ansi" mode, the
+        worker's text with every terminal control character escaped."""
         if self.render_mode is None or self._episode is None:
             return None
         if self.render_mode == "human":  # printed here, where the user is
@@ -422,6 +442,7 @@ class RemoteEnv(gym.Env[list, Any]):
                     pass
 
     def close(self) -> None:
+        """Close this env's instance in its worker."""
         self._close_instance()
 
     def __del__(self) -> None:

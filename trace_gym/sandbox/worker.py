@@ -99,6 +99,8 @@ def _checked_dataclasses() -> None:
 
 
 def main() -> None:
+    """Serve requests until the input ends: import what the worker needs, then guard
+    `dataclasses`, install the audit hook, and only then load any module."""
     sys.dont_write_bytecode = True
     requests, answers = _protocol_streams()
     # Everything the worker itself needs is imported before the hook and before any module.
