@@ -239,3 +239,16 @@ def test_the_command_line_sets_the_capability_demonstrations(monkeypatch, capsys
     assert cli.main(["base-agent", "build", "--quiet"]) == 0
     assert cli.main(["base-agent", "build", "--quiet", "--capability-episodes", "24"]) == 0
     assert [c.capability_episodes for c in seen] == [0, 24]
+
+
+def test_the_fixture_recipe_is_the_committed_fixtures():
+    """The pipeline rebuilds the test fixture from `FIXTURE_RECIPE` where no checkout is at
+    hand: it must be the recipe the committed fixture was built with."""
+    import dataclasses
+    import json
+
+    from trace_gym.baseagent.scratch import FIXTURE_RECIPE, TinyAgentConfig
+
+    built = json.loads((FIXTURE / "trace_gym_build.json").read_text())["config"]
+    recipe = json.loads(json.dumps(dataclasses.asdict(TinyAgentConfig(**FIXTURE_RECIPE))))
+    assert recipe == built

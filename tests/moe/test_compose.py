@@ -79,6 +79,9 @@ def test_the_router_decides_once_per_conversation_from_its_first_user_message(co
     assert policy.route(later) == first and len(policy.decisions) == 1
     probs = policy.router.probabilities(opening)
     assert len(probs) == 3 and abs(sum(probs) - 1) < 1e-5
+    # two sampling seeds play different episodes: their runs must not share a fingerprint
+    reseeded = RouterPolicy(FIXTURE, router["adapters"], max_new_tokens=4, seed=7)
+    assert reseeded.fingerprint()["seed"] == 7 != policy.fingerprint()["seed"]
 
 
 def test_the_router_on_a_server_asks_for_one_letter_of_the_options():

@@ -147,6 +147,9 @@ def test_config_refuses_bad_values_naming_them():
     for norm in (0, 0.0, -1.0):  # clipping to norm 0 zeroes every update
         with pytest.raises(InvalidConfig, match=f"max_grad_norm={norm!r} is invalid: must be a number > 0"):
             GRPOConfig(max_grad_norm=norm)
+    # more validation seeds than the slice holds would draw them from the test split
+    with pytest.raises(InvalidConfig, match="eval_seeds=100001 is invalid: must be at most 100,000"):
+        GRPOConfig(eval_seeds=grpo.VALIDATION_SEEDS + 1)
 
 
 # -- on the fixture model --------------------------------------------------------------------

@@ -40,6 +40,10 @@ PRESETS: dict[str, dict[str, int]] = {
     "fixture": {"vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                 "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32},
 }
+FIXTURE_RECIPE: dict[str, object] = {"preset": "fixture", "episodes": 30, "steps": 40, "warmup_steps": 40,
+                                     "threads": 1}
+"""The recipe of the committed test fixture (tests/fixtures/tiny_agent/, whose build record
+holds it): the pipeline's smoke budget builds it from this where no checkout is at hand."""
 TARGETS = ("trace/airline-v0", "trace/retail-v0")
 REPEAT_HALF = 24
 """Length of each half of a warm-up repeat row: the repeat always starts this many tokens
