@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-FRONT_DOORS = ("trace_gym.agents.registry", "trace_gym.registry")
+FRONT_DOORS = ("trace_gym.env", "trace_gym.interop", "trace_gym.agents.registry", "trace_gym.registry",
+               "trace_gym.cli.flags", "trace_gym.runconfig")
 
 
 @pytest.mark.parametrize("module", FRONT_DOORS)

@@ -108,7 +108,29 @@ def with_hint(system_prompt: str, hint: str) -> str:
 
 
 class TraceEnv(gym.Env[list, Any]):
-    """Base class of every trace-gym env. See the module docstring for the contract."""
+    """Base class of every trace-gym env. See the module docstring for the contract.
+
+    An episode: the observation is the conversation so far, an action is the agent's turn
+    (a tool call or a reply), and the verdict comes with the reward when it ends. The
+    env's own oracle plays it to reward 1.0; a reply that helps nobody earns nothing:
+
+    >>> import gymnasium as gym
+    >>> import trace_gym
+    >>> env = gym.make("trace/precondition_verification-v0")
+    >>> messages, info = env.reset(seed=0)
+    >>> [m["role"] for m in messages[:2]], len(info["tools"])
+    (['system', 'user'], 6)
+    >>> done = False
+    >>> while not done:
+    ...     action = env.unwrapped.oracle_action(messages)
+    ...     messages, reward, terminated, truncated, info = env.step(action)
+    ...     done = terminated or truncated
+    >>> reward, [check["name"] for check in info["verdict"]["checks"]]
+    (1.0, ['database', 'rejected_writes'])
+    >>> _ = env.reset(seed=0)
+    >>> env.step("Sorry, I cannot help with that.")[1:3]
+    (0.0, True)
+    """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 

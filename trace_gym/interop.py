@@ -21,8 +21,17 @@ log-probabilities; `trace_reward` is the reward function that reads the env's ve
 `generate(messages, tools) -> text` function (through the episode driver) and returns its
 trajectory record (messages, reward, verdict); `score(env_id, seed, turns)` replays the
 agent's turns (texts) and returns the verifier's reward, so a trainer that keeps only the
-agent's texts can still be paid by the env. Episodes are pure functions of (env id, knobs, seed, actions), so a replay scores
-what the episode scored.
+agent's texts can still be paid by the env. Episodes are pure functions of (env id, knobs,
+seed, actions), so a replay scores what the episode scored:
+
+    >>> from trace_gym.interop import play, score
+    >>> def generate(messages, tools):
+    ...     return "Sorry, I cannot help with that."
+    >>> record = play("trace/retail-v0", 0, generate)
+    >>> record["reward"], record["passed"], record["termination_reason"]
+    (0.0, False, 'user_stop')
+    >>> score("trace/retail-v0", 0, [m["content"] for m in record["messages"] if m["role"] == "assistant"])
+    0.0
 """
 
 from __future__ import annotations
