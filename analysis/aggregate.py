@@ -30,6 +30,9 @@ LABELS = ("NA", "PRESENT", "LACKING")
 
 @dataclass(frozen=True)
 class Params:
+    """The selection thresholds: a capability passes a run when its coverage is at least `rho` and
+    its Delta at least `delta`, and is selected when it passes `k` of `n` runs."""
+
     rho: float = 0.10
     """Coverage threshold (inclusive), read as the decimal it is written as."""
     delta: float = 0.20
@@ -49,10 +52,12 @@ class Params:
 
     @property
     def exact_rho(self) -> Fraction:
+        """`rho` as the exact decimal it is written as."""
         return _decimal(self.rho)
 
     @property
     def exact_delta(self) -> Fraction:
+        """`delta` as the exact decimal it is written as."""
         return _decimal(self.delta)
 
 

@@ -30,6 +30,7 @@ SCHEMA = {
 
 
 def render(template: str, **values: Any) -> str:
+    """A prompt of prompts/ rendered with these values (a missing value is an error)."""
     return jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True).from_string(
         read_prompt(template)).render(**values)
 

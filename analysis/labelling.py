@@ -30,6 +30,7 @@ LABEL_OF = {"na": "NA", "present": "PRESENT", "lacking": "LACKING"}
 
 
 def schema(names: list[str]) -> dict[str, Any]:
+    """The JSON schema of one labelling answer: for each named capability, the six id lists (`LISTS`)."""
     lists = {"type": "object", "required": list(LISTS),
              "properties": {k: {"type": "array", "items": {"type": "string"}} for k in LISTS}}
     return {"type": "object", "required": ["labels"], "properties": {"labels": {

@@ -59,6 +59,8 @@ class Analyst:
         write_json_atomic(self.cache_dir / f"{key}.json", {"content": content})
 
     def complete(self, messages: list[dict[str, str]]) -> str:
+        """The model's answer to `messages`: from the disk cache when asked before, else asked
+        (with retries) within `max_requests`, counting the tokens used."""
         key = hashlib.sha256(json.dumps([self.model, self.temperature, self.seed, messages],
                                         sort_keys=True).encode()).hexdigest()
         cached = self._cached(key)

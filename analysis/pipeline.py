@@ -21,6 +21,9 @@ LABELLERS = ("programmatic", "llm")
 
 @dataclass(frozen=True)
 class AnalysisConfig:
+    """How step 1 runs: which labeller, how many runs, the selection thresholds and, for the LLM
+    labeller, its endpoint, model and limits. Every field is checked at construction."""
+
     labeller: str = "programmatic"
     """'programmatic' (trace-gym target trajectories, no LLM) or 'llm'."""
     runs: int = 10
@@ -65,6 +68,8 @@ class AnalysisConfig:
 
 
 def make_analyst_factory(config: AnalysisConfig, out_dir: Path):
+    """A factory of `Analyst`s on the configured endpoint (one cache, one request budget), and a
+    dict of what they share (the model, the analysts made)."""
     import os
 
     from openai import OpenAI
@@ -91,6 +96,9 @@ def make_analyst_factory(config: AnalysisConfig, out_dir: Path):
 
 def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfig = AnalysisConfig(),
             log=print) -> dict[str, Any]:
+    """Step 1 end to end: load the trajectories, label them (programmatically or with an LLM),
+    aggregate the runs, and write selected_capabilities.json, its table and chart to `out_dir`;
+    returns the selection."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = load_records(list(inputs))

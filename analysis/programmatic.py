@@ -32,10 +32,10 @@ from typing import Any
 from trace_gym import capabilities as cap
 from trace_gym.messages import INVALID_TOOL_CALL
 from trace_gym.targets.user import GIVE_UP
-from trace_gym.tools import ToolKind
-from trace_gym.worlds import airline, retail
+from trace_gym.worlds import DOMAINS
 
-WRITE_TOOLS = {name for tools in (airline.TOOLS, retail.TOOLS) for name in tools.names(ToolKind.WRITE)}
+WRITE_TOOLS = frozenset().union(*(d.write_tools for d in DOMAINS.values()))
+"""The write tools of every domain record: a call to one is a write, whichever target it was made on."""
 PRECONDITION_CHECKS = ("refusal", "forbidden_write", "confirmation", "identification")
 """Verdict checks (name prefixes) whose failure shows a precondition left unchecked."""
 
@@ -57,6 +57,8 @@ def _failed_checks(record: dict[str, Any]) -> list[str]:
 
 
 def lacking(record: dict[str, Any], capability: str) -> bool:
+    """Whether a failed trajectory shows the failure mode of `capability` (the rules of the module
+    docstring)."""
     failed = _failed_checks(record)
     writes = _writes(record)
     if capability == cap.PRECONDITION:
@@ -77,6 +79,7 @@ def lacking(record: dict[str, Any], capability: str) -> bool:
 
 
 def label(record: dict[str, Any], capability: str) -> str:
+    """NA, PRESENT or LACKING for one trajectory and one capability (the module docstring's rules)."""
     if capability not in (record.get("capabilities_needed") or []):
         return "NA"
     if record["passed"]:
@@ -85,8 +88,10 @@ def label(record: dict[str, Any], capability: str) -> str:
 
 
 def label_all(records: list[dict[str, Any]], capabilities: list[str]) -> dict[str, dict[str, str]]:
+    """Capability -> trajectory id -> label, for every pair (one labelling run)."""
     return {c: {r["id"]: label(r, c) for r in records} for c in capabilities}
 
 
 def describe() -> str:
+    """The capabilities the programmatic labeller knows, with their definitions, as JSON."""
     return json.dumps({c: cap.DESCRIPTIONS[c] for c in cap.ALL})

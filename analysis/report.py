@@ -13,6 +13,7 @@ SCHEMA_VERSION = 1
 
 
 def shipped_capabilities() -> set[str]:
+    """The capabilities a registered capability env already covers (by exact name)."""
     from trace_gym.registry import list_envs
 
     return {e.capability for e in list_envs() if e.kind == "capability" and e.capability}
@@ -20,6 +21,8 @@ def shipped_capabilities() -> set[str]:
 
 def selection(summaries: list[dict[str, Any]], definitions: dict[str, str], records: list[dict[str, Any]],
               runs: list[dict[str, dict[str, str]]], params: Params, inputs_sha256: str) -> dict[str, Any]:
+    """The content of selected_capabilities.json: every candidate with its figures, status and
+    failed examples, the parameters and the inputs' sha256."""
     shipped = shipped_capabilities()
     failed = {r["id"] for r in records if not r["passed"]}
     capabilities = []
@@ -42,12 +45,14 @@ def selection(summaries: list[dict[str, Any]], definitions: dict[str, str], reco
 
 
 def write(out_dir: Path, data: dict[str, Any]) -> Path:
+    """Write selected_capabilities.json to `out_dir`; returns its path."""
     path = Path(out_dir) / "selected_capabilities.json"
     write_json_atomic(path, data)
     return path
 
 
 def chart(out_dir: Path, data: dict[str, Any]) -> Path:
+    """Draw the capabilities' mean Delta and coverage as a PNG chart in `out_dir`; returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,6 +82,7 @@ def chart(out_dir: Path, data: dict[str, Any]) -> Path:
 
 
 def table(data: dict[str, Any]) -> None:
+    """Print the selection as a table on the console."""
     from rich.console import Console
     from rich.table import Table
 

@@ -63,4 +63,5 @@ def batches(records: list[dict[str, Any]], budget_chars: int, limits: SummaryLim
 
 
 def stable_json(value: Any) -> str:
+    """`value` as compact JSON with sorted keys: the same text for equal values."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))

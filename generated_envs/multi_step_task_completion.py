@@ -67,6 +67,7 @@ TOOLSETS = domain_toolsets(TOOLS)
 
 @dataclass(frozen=True)
 class Config(CapabilityConfig):
+    """The env's knobs: those of every capability env, and its own below."""
     min_operations: int = 2
     """Fewest operations in one request (2-5); counts below it are drawn again."""
     max_operations: int = 5
@@ -87,6 +88,7 @@ class Config(CapabilityConfig):
 
 @dataclass
 class Task:
+    """One episode's task: what the customer asks for and what the verifier checks it against."""
     domain: str
     operations: list[dict[str, Any]]
     """Each: {'text', 'write' ({'name', 'arguments'}), 'record' ([table, key])}."""
@@ -98,13 +100,16 @@ class Task:
 
     @property
     def kind(self) -> str:
+        """The task's kind, as the trajectory records it."""
         return f"{len(self.operations)}_operations"
 
     @property
     def instructions(self) -> str:
+        """The customer's brief: what they ask for, in their words."""
         return " ".join(op["text"] for op in self.operations)
 
     def to_json(self) -> dict[str, Any]:
+        """The task as JSON, for the trajectory record."""
         return asdict(self)
 
 
@@ -193,6 +198,7 @@ def _fields(address: dict[str, str]) -> dict[str, str]:
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
+    """The generator: a seed's task and the world it plays in, drawn from `rng` alone."""
     domain = "airline" if rng.chance(config.airline_share) else "retail"
     counts = [c for c in (2, 3, 4, 5) if config.min_operations <= c <= config.max_operations]
     weights = [OPERATION_WEIGHTS[domain][c - 2] for c in counts]
@@ -210,6 +216,7 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 # -- verifier --------------------------------------------------------------------------
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
+    """The verifier: the reward and its named checks, from the worlds before and after and the conversation."""
     expected = initial_world.fork()
     for op in task.operations:
         TOOLSETS[task.domain][op["write"]["name"]].fn(expected, **op["write"]["arguments"])
@@ -234,13 +241,14 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
 # -- oracle ----------------------------------------------------------------------------
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
+    """The oracle: the next turn of a correct play of the task (reward 1.0)."""
     plan = [op["write"] for op in task.operations]
     return next_step(task, messages, [*plan, "All done: every change you asked for is in place."])
 
 
 # -- registration ----------------------------------------------------------------------
 
-class MultiStepTaskCompletionEnv(CapabilityEnv):
+class MultiStepTaskCompletionEnv(CapabilityEnv):  # noqa: D101 - its docstring is the module's (`__doc__ = __doc__`)
     __doc__ = __doc__
     capability = CAPABILITY
     Config = Config

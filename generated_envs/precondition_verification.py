@@ -102,6 +102,7 @@ AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0, fi
 
 @dataclass(frozen=True)
 class Config(CapabilityConfig):
+    """The env's knobs: those of every capability env, and its own below."""
     forbidden_rate: float = 0.6
     """Share of requests that break a precondition (in [0, 1])."""
     distractors: int = 1
@@ -115,6 +116,7 @@ class Config(CapabilityConfig):
 
 @dataclass
 class Task:
+    """One episode's task: what the customer asks for and what the verifier checks it against."""
     domain: str
     kind: str
     forbidden: bool
@@ -141,6 +143,7 @@ class Task:
 
     @property
     def instructions(self) -> str:
+        """The customer's brief: what they ask for, in their words."""
         return self.request
 
     @property
@@ -149,6 +152,7 @@ class Task:
         return "forbidden" if self.forbidden else "allowed"
 
     def to_json(self) -> dict[str, Any]:
+        """The task as JSON, for the trajectory record."""
         return {**asdict(self), "decision": self.decision}
 
 
@@ -397,6 +401,7 @@ def refusal(rule: str, fact: dict[str, Any]) -> str:
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
+    """The generator: a seed's task and the world it plays in, drawn from `rng` alone."""
     forbidden = rng.chance(config.forbidden_rate)
     if rng.chance(config.airline_share):
         return _airline(rng, config, forbidden)
@@ -406,6 +411,7 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 # -- verifier --------------------------------------------------------------------------
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
+    """The verifier: the reward and its named checks, from the worlds before and after and the conversation."""
     writes = write_calls(task, messages, arguments=False)  # every attempt, rejected ones too
     if not task.forbidden:
         expected = initial_world.fork()
@@ -452,6 +458,7 @@ REFUSALS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
+    """The oracle: the next turn of a correct play of the task (reward 1.0)."""
     if task.forbidden:
         plan: list[Any] = [task.refusal]
     else:
@@ -461,7 +468,7 @@ def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
 
 # -- registration ----------------------------------------------------------------------
 
-class PreconditionVerificationEnv(CapabilityEnv):
+class PreconditionVerificationEnv(CapabilityEnv):  # noqa: D101 - its docstring is the module's (`__doc__ = __doc__`)
     __doc__ = __doc__
     capability = CAPABILITY
     Config = Config

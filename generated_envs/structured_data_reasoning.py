@@ -71,6 +71,7 @@ AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
 
 @dataclass(frozen=True)
 class Config(CapabilityConfig):
+    """The env's knobs: those of every capability env, and its own below."""
     options: int = 3
     """Candidates to choose from: flights on the day, orders of the customer (2-5)."""
 
@@ -81,6 +82,7 @@ class Config(CapabilityConfig):
 
 @dataclass
 class Task:
+    """One episode's task: what the customer asks for and what the verifier checks it against."""
     domain: str
     kind: str
     request: str
@@ -97,9 +99,11 @@ class Task:
 
     @property
     def instructions(self) -> str:
+        """The customer's brief: what they ask for, in their words."""
         return self.request
 
     def to_json(self) -> dict[str, Any]:
+        """The task as JSON, for the trajectory record."""
         return asdict(self)
 
 
@@ -253,6 +257,7 @@ def _order_by_description(rng: Rng, config: Config) -> tuple[Task, World]:
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
+    """The generator: a seed's task and the world it plays in, drawn from `rng` alone."""
     if rng.chance(config.airline_share):
         return rng.choice((_cheapest_flight, _bag_fee))(rng, config)
     return rng.choice((_variant_exchange, _order_by_description))(rng, config)
@@ -261,6 +266,7 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 # -- verifier --------------------------------------------------------------------------
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
+    """The verifier: the reward and its named checks, from the worlds before and after and the conversation."""
     writes = write_calls(task, messages)
     failed = None
     if len(writes) != 1:
@@ -283,12 +289,13 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
 # -- oracle ----------------------------------------------------------------------------
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
+    """The oracle: the next turn of a correct play of the task (reward 1.0)."""
     return next_step(task, messages, [task.gold, "Done: your request has been completed."])
 
 
 # -- registration ----------------------------------------------------------------------
 
-class StructuredDataReasoningEnv(CapabilityEnv):
+class StructuredDataReasoningEnv(CapabilityEnv):  # noqa: D101 - its docstring is the module's (`__doc__ = __doc__`)
     __doc__ = __doc__
     capability = CAPABILITY
     Config = Config

@@ -69,13 +69,14 @@ AIRLINE_SIZE = airline.AirlineWorldSize(airports=3, direct_routes=0, users=0)
 
 @dataclass(frozen=True)
 class Config(CapabilityConfig):
-    pass
+    """The env's knobs: those of every capability env (it adds none)."""
 
 
 # -- task ------------------------------------------------------------------------------
 
 @dataclass
 class Task:
+    """One episode's task: what the customer asks for and what the verifier checks it against."""
     domain: str
     kind: str
     request: str
@@ -89,9 +90,11 @@ class Task:
 
     @property
     def instructions(self) -> str:
+        """The customer's brief: what they ask for, in their words."""
         return self.request
 
     def to_json(self) -> dict[str, Any]:
+        """The task as JSON, for the trajectory record."""
         return asdict(self)
 
 
@@ -270,6 +273,7 @@ def _exchange(rng: Rng) -> tuple[Task, World]:
 
 
 def generate(rng: Rng, config: Config) -> tuple[Task, World]:
+    """The generator: a seed's task and the world it plays in, drawn from `rng` alone."""
     if rng.chance(config.airline_share):
         return rng.choice((_book, _flights, _passengers))(rng)
     return rng.choice((_order_address, _user_address, _exchange))(rng)
@@ -278,6 +282,7 @@ def generate(rng: Rng, config: Config) -> tuple[Task, World]:
 # -- verifier --------------------------------------------------------------------------
 
 def verify(task: Task, initial_world: World, final_world: World, messages: list[dict[str, Any]]) -> Verdict:
+    """The verifier: the reward and its named checks, from the worlds before and after and the conversation."""
     writes = write_calls(task, messages)
     failed = None
     if len(writes) != 1:
@@ -300,12 +305,13 @@ def verify(task: Task, initial_world: World, final_world: World, messages: list[
 # -- oracle ----------------------------------------------------------------------------
 
 def oracle(task: Task, messages: list[dict[str, Any]]) -> Any:
+    """The oracle: the next turn of a correct play of the task (reward 1.0)."""
     return next_step(task, messages, [task.gold, "Done: your request has been completed."])
 
 
 # -- registration ----------------------------------------------------------------------
 
-class ToolCallingPrecisionEnv(CapabilityEnv):
+class ToolCallingPrecisionEnv(CapabilityEnv):  # noqa: D101 - its docstring is the module's (`__doc__ = __doc__`)
     __doc__ = __doc__
     capability = CAPABILITY
     Config = Config

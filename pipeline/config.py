@@ -19,6 +19,7 @@ from typing import Any
 
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import SECTIONS, embedded_knobs
+from trace_gym.worlds import DOMAINS
 
 DEFAULT = "embedded"
 """The shipped configuration the pipeline runs without `--config` (package data, so that an
@@ -39,7 +40,7 @@ def _recipe_defaults() -> dict[str, Any]:
 
 # table -> key -> default (the keys a table may hold)
 TABLES: dict[str, dict[str, Any]] = {
-    "pipeline": {"targets": ["trace/airline-v0", "trace/retail-v0"], "seed": 0},
+    "pipeline": {"targets": [d.target_env_id for d in DOMAINS.values()], "seed": 0},
     "base_agent": {"fixture": False, **_recipe_defaults()},
     "rollout": {"episodes": 32, "max_new_tokens": 192, "batch": 16},
     "analysis": {"labeller": "programmatic", "runs": 10, "base_url": "", "model": ""},

@@ -25,20 +25,21 @@ from trace_gym.jsondata import copy_json, dumps_tree
 from trace_gym.rng import Rng
 from trace_gym.tools import Tool, ToolKind, Toolset, render_output
 from trace_gym.verdict import Verdict
-from trace_gym.worlds import airline, retail
+from trace_gym.worlds import DOMAINS, PROMPT_STYLES, domain_named, retail
 from trace_gym.worlds.retail.data import CATALOGUE
 from trace_gym.worlds.world import Record, World
 
-DOMAIN_TOOLS = {"airline": airline.TOOLS, "retail": retail.TOOLS}
-WRITE_TOOLS = {domain: frozenset(tools.names(ToolKind.WRITE)) for domain, tools in DOMAIN_TOOLS.items()}
-POLICIES = {
-    ("airline", "full"): airline.POLICY, ("airline", "compact"): airline.POLICY_COMPACT,
-    ("retail", "full"): retail.POLICY, ("retail", "compact"): retail.POLICY_COMPACT,
-}
-INTRO = {
-    "airline": "You are a customer service agent for an airline. Follow the policy below.",
-    "retail": "You are a customer service agent for an online store. Follow the policy below.",
-}
+# Views of the domain records (trace_gym.worlds.DOMAINS), kept under the names that generated
+# env modules import; the records are the one source.
+DOMAIN_TOOLS: dict[str, Toolset] = {name: d.tools for name, d in DOMAINS.items()}
+"""Domain -> every tool of the domain."""
+WRITE_TOOLS: dict[str, frozenset[str]] = {name: d.write_tools for name, d in DOMAINS.items()}
+"""Domain -> the names of its tools that change the world."""
+POLICIES: dict[tuple[str, str], str] = {(name, style): d.policy_text(style)
+                                        for name, d in DOMAINS.items() for style in PROMPT_STYLES}
+"""(domain, prompt style) -> the policy text."""
+INTRO: dict[str, str] = {name: d.intro for name, d in DOMAINS.items()}
+"""Domain -> the system prompt's opening, before the policy (the target envs' wording)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class CapabilityConfig:
 
     @staticmethod
     def _check_prompt_style(v: Any) -> str | None:
-        return None if v in ("full", "compact") else "allowed: full, compact"
+        return None if v in PROMPT_STYLES else f"allowed: {', '.join(PROMPT_STYLES)}"
 
 
 def in_range(low: float, high: float, integer: bool = False):
@@ -80,13 +81,15 @@ def in_range(low: float, high: float, integer: bool = False):
 
 
 def system_prompt(domain: str, style: str) -> str:
-    return f"{INTRO[domain]}\n\n{POLICIES[(domain, style)]}"
+    """The system prompt of a capability env's task in `domain`: the domain record's intro
+    and its policy in `style` ("full" or "compact"), as the target env's prompt is made."""
+    return domain_named(domain).system_prompt(style)
 
 
 def domain_toolsets(tools_by_domain: dict[str, list[str]]) -> dict[str, Toolset]:
     """Domain -> the named target tools, as one toolset (built once per module: a reset
     should not pay for it)."""
-    return {domain: DOMAIN_TOOLS[domain].subset(names) for domain, names in tools_by_domain.items()}
+    return {domain: domain_named(domain).tools.subset(names) for domain, names in tools_by_domain.items()}
 
 
 def union_toolset(tools_by_domain: dict[str, list[str]]) -> Toolset:
@@ -95,12 +98,14 @@ def union_toolset(tools_by_domain: dict[str, list[str]]) -> Toolset:
     seen: dict[str, Tool] = {}
     for domain, names in tools_by_domain.items():
         for name in names:
-            seen.setdefault(name, DOMAIN_TOOLS[domain][name])
+            seen.setdefault(name, domain_named(domain).tools[name])
     return Toolset(seen.values())
 
 
 PRODUCT_NAMES = tuple(sorted(CATALOGUE))
-STORE_SIZE = retail.RetailWorldSize(users=0)
+"""Every product type of the retail catalogue, sorted (what `retail_store` draws from)."""
+STORE_SIZE = retail.DOMAIN.world_size(users=0)
+"""The size of a capability env's retail world: no other customers."""
 
 
 def retail_store(rng: Rng, products: int, variants: int = 1) -> retail.RetailBuilder:
@@ -108,7 +113,7 @@ def retail_store(rng: Rng, products: int, variants: int = 1) -> retail.RetailBui
     up to `variants` variants each. Building a product costs more than anything else in a
     retail task, and the agent only ever meets the products of its task's records: no
     capability env lets it list the store."""
-    builder = retail.RetailBuilder(rng, STORE_SIZE, products=False)
+    builder = retail.DOMAIN.builder(rng, STORE_SIZE, products=False)
     for name in rng.sample(PRODUCT_NAMES, products):
         builder.add_product(name, variants)
     return builder
@@ -131,9 +136,11 @@ class Prefill:
     """Assistant messages so far (a lookup's call id is numbered by it)."""
 
     def user(self, text: str) -> None:
+        """Add a customer message to the conversation."""
         self.messages.append(msg.user(text))
 
     def say(self, text: str) -> None:
+        """Add an agent reply (no tool call) to the conversation."""
         self.messages.append({"role": "assistant", "content": text})
         self.turns += 1
 
@@ -233,7 +240,9 @@ class CapabilityEnv(TraceEnv):
 
     def verify(self, task: Any, initial_world: World, final_world: World,
                messages: list[msg.Message]) -> Verdict:
+        """The score of an episode: the module's `verify` (see `TraceEnv.verify`)."""
         return self.verify_task(task, initial_world, final_world, messages)
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
+        """The oracle's next action for this conversation: the module's `oracle`."""
         return self.oracle(self.task, messages)

@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TARGETS = ("trace/airline-v0", "trace/retail-v0")
-"""The built-in targets: the family an unmeasured target's estimate falls back on."""
+from trace_gym.worlds import DOMAINS
+
+TARGETS = tuple(d.target_env_id for d in DOMAINS.values())
+"""The built-in targets (one per domain record): the family an unmeasured target's estimate
+falls back on."""
 MIN_EPISODES = 4
 """A run of fewer episodes is not recorded: its rate is mostly start-up."""
 

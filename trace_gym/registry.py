@@ -27,21 +27,19 @@ from typing import Any
 import gymnasium as gym
 
 from trace_gym.errors import TraceGymError, UnknownEnv
+from trace_gym.worlds import DOMAINS
 
 NAMESPACE = "trace"
 # A safety bound only: every env ends its episodes itself (task step limits).
 MAX_EPISODE_STEPS = 400
 
 BUILTIN: dict[str, dict[str, str]] = {
-    "trace/airline-v0": {
-        "entry_point": "trace_gym.targets.env:AirlineTargetEnv",
-        "description": "Airline customer service with a scripted customer (target env).",
-    },
-    "trace/retail-v0": {
-        "entry_point": "trace_gym.targets.env:RetailTargetEnv",
-        "description": "Retail customer service with a scripted customer (target env).",
-    },
+    d.target_env_id: {"entry_point": d.target_entry_point, "description": d.target_description}
+    for d in DOMAINS.values()
 }
+"""The built-in target envs, one per domain record (`trace_gym.worlds.DOMAINS`): id ->
+entry point and description. The records name their entry points as strings, so this
+imports no env module."""
 
 SHIPPED_PACKAGE = "trace_gym.generated_envs"
 MANIFEST_KEYS = ("id", "entry_point", "capability", "description", "origin", "sha256")
@@ -51,6 +49,9 @@ SHIPPED = "shipped"
 
 @dataclass(frozen=True)
 class EnvEntry:
+    """One registered trace-gym env: its id, where its class is, what it is, and where it comes
+    from (a built-in target, or a manifest's capability env with its origin and code sha256)."""
+
     id: str
     entry_point: str
     description: str
@@ -66,6 +67,8 @@ class EnvEntry:
         return self.kind == "target" or self.origin == SHIPPED
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as JSON (fields that are set, and whether it is trusted), as `trace-gym list
+        --json` prints it."""
         return {**{k: v for k, v in self.__dict__.items() if v is not None}, "trusted": self.trusted}
 
 

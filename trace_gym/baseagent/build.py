@@ -214,11 +214,12 @@ def weak_writes(weak_kinds: tuple[str, ...]) -> frozenset[str]:
     """The write tools the weak kinds' requests use, read off a few allowed requests of each."""
     import gymnasium as gym
 
-    from trace_gym.targets import airline, retail
+    from trace_gym.worlds import DOMAINS
 
     names: set[str] = set()
-    for env_id, module in (("trace/airline-v0", airline), ("trace/retail-v0", retail)):
-        for kind in (k for k in weak_kinds if k in module.KINDS):
+    for domain in DOMAINS.values():
+        env_id = domain.target_env_id
+        for kind in (k for k in weak_kinds if k in domain.kinds):
             env = gym.make(env_id, kinds=[kind], forbidden_rate=0.0, compound_rate=0.0)
             for seed in range(8):
                 env.reset(seed=seed)

@@ -31,6 +31,7 @@ from typing import Any
 from trace_gym.baseagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import embedded_knobs
+from trace_gym.worlds import DOMAINS
 
 PRESETS: dict[str, dict[str, int]] = {
     # ~0.9 M parameters (the build prints the count): the embedded default
@@ -44,7 +45,7 @@ FIXTURE_RECIPE: dict[str, object] = {"preset": "fixture", "episodes": 30, "steps
                                      "threads": 1}
 """The recipe of the committed test fixture (tests/fixtures/tiny_agent/, whose build record
 holds it): the pipeline's smoke budget builds it from this where no checkout is at hand."""
-TARGETS = ("trace/airline-v0", "trace/retail-v0")
+TARGETS = tuple(d.target_env_id for d in DOMAINS.values())
 REPEAT_HALF = 24
 """Length of each half of a warm-up repeat row: the repeat always starts this many tokens
 after the original (see `TinyAgentConfig.warmup_steps`)."""
@@ -109,9 +110,7 @@ class TinyAgentConfig:
                 "must be a number >= 0")
         require(self, "max_tokens", 256 <= self.max_tokens <= 8192, "must be in 256..8192")
         object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
-        from trace_gym.targets import airline, retail
-
-        known = set(airline.KINDS) | set(retail.KINDS)
+        known = {kind for d in DOMAINS.values() for kind in d.kinds}
         bad = [k for k in self.weak_kinds if k not in known]
         require(self, "weak_kinds", not bad, f"unknown kind(s) {bad}; allowed: {', '.join(sorted(known))}")
 

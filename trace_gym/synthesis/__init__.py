@@ -70,6 +70,7 @@ def default_envs_dir() -> Path:
 
 
 def load_selection(path: Path) -> dict[str, Any]:
+    """Read a selected_capabilities.json, refusing one whose capabilities lack a name or a known status."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -117,6 +118,9 @@ class Calibration:
 
 @dataclass
 class SynthesisResult:
+    """What synthesis did for one capability: its final status, the attempts it took, the env it
+    made (id and path) and the last validation report."""
+
     capability: str
     status: str
     attempts: int

@@ -48,6 +48,7 @@ CONTRACT = """\
 
 
 def audit_rules() -> str:
+    """The audit's rules, as the synthesis prompt states them (read from the audit's own tables)."""
     from trace_gym.audit.static import ALLOWED_MODULES, REFUSED_BUILTINS, TRACE_GYM_MODULES
 
     return (
@@ -72,12 +73,15 @@ def audit_rules() -> str:
 
 
 def example_module() -> str:
+    """The source of the shipped env the synthesis prompt shows as the model of the shape."""
     from trace_gym.registry import shipped_envs_dir
 
     return (shipped_envs_dir() / "tool_calling_precision.py").read_text()
 
 
 def render(capability: dict[str, Any], examples: list[str], tools: list[dict[str, Any]]) -> str:
+    """The synthesis prompt for one capability: its failed examples, the target's tool schemas, the
+    contract, the audit rules and the example module."""
     template = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True).from_string(
         read_prompt("environment_generation.md"))
     return template.render(capability=capability, examples=examples, tools_json=json.dumps(tools, indent=1),

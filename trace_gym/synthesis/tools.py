@@ -1,7 +1,7 @@
 """The target's tool schemas, taken from the trajectories: a registered trace-gym env gives
-its own; tau2-bench's airline and retail give the worlds' (the same schemas); any other
-target's are inferred from the calls its agent made (names, argument names, JSON types;
-an argument every call passed is required)."""
+its own; tau2-bench's airline and retail give their domain records' (`trace_gym.worlds.DOMAINS`,
+the same schemas); any other target's are inferred from the calls its agent made (names,
+argument names, JSON types; an argument every call passed is required)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def _schema_of(values: list[Any]) -> dict[str, Any]:
 
 
 def inferred_tools(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas inferred from the calls the trajectories' agent made: names, argument
+    names and JSON types; an argument every call passed is required."""
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         for m in r["messages"]:
@@ -46,12 +48,15 @@ def inferred_tools(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def target_tools(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The target's tool schemas, one per name, for trajectories of any mix of envs: a
+    domain record's tools for its tau2-bench env id (`Domain.tau2_env_id`), a registered
+    env's own, else inferred from the calls; with no trajectories, every domain's tools."""
     import gymnasium as gym
 
     import trace_gym  # noqa: F401
-    from trace_gym.worlds import airline, retail
+    from trace_gym.worlds import DOMAINS
 
-    domains = {"tau2/airline": airline.TOOLS, "tau2/retail": retail.TOOLS}
+    domains = {d.tau2_env_id: d.tools for d in DOMAINS.values()}
     out: dict[str, dict[str, Any]] = {}
     unknown = []
     for env_id in sorted({r["env_id"] for r in records}):
@@ -67,6 +72,7 @@ def target_tools(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for s in inferred_tools([r for r in records if r["env_id"] in unknown]):
         out.setdefault(s["function"]["name"], s)
     if not out:  # no trajectories: the built-in target domains
-        for s in (*airline.TOOLS.schemas, *retail.TOOLS.schemas):
-            out.setdefault(s["function"]["name"], s)
+        for d in DOMAINS.values():
+            for s in d.tools.schemas:
+                out.setdefault(s["function"]["name"], s)
     return list(out.values())

@@ -15,20 +15,22 @@ from trace_gym.rng import Rng
 from trace_gym.targets.common import (
     Conflict,
     Drafting,
-    draft_requests,
-    draw_kinds,
     agent_method,
     amount_text,
     describe_method,
-    told,
+    draft_requests,
+    draw_kinds,
     expand_locates,
     locate,
     money,
     record_fact,
     settle_vague,
+    told,
 )
 from trace_gym.targets.config import TargetConfig
 from trace_gym.targets.task import Request, TargetTask, call, say
+from trace_gym.worlds import people
+from trace_gym.worlds.airline import DOMAIN
 from trace_gym.worlds.airline.data import (
     BAG_FEE,
     CANCELLED_FLIGHT_CERTIFICATE,
@@ -41,7 +43,6 @@ from trace_gym.worlds.airline.data import (
     date_of,
     day_of,
 )
-from trace_gym.worlds import people
 from trace_gym.worlds.airline.generator import AirlineBuilder, AirlineWorldSize
 from trace_gym.worlds.world import Record
 
@@ -49,6 +50,9 @@ CABIN_NAME = {"basic_economy": "basic economy", "economy": "economy", "business"
 
 
 class Draft(Drafting):
+    """What an airline request is drafted from: the world builder, the customer, the knobs, and the
+    records and payment methods other requests already use."""
+
     builder: AirlineBuilder
     RULE_WORDS = ("24 hour", "24-hour", "basic economy", "flown", "departed", "remove",
                   "number of passengers", "silver", "gold", "regular member")
@@ -82,6 +86,7 @@ class Draft(Drafting):
 
     @property
     def last_day(self) -> int:
+        """The last day of the month with scheduled flights."""
         return self.builder.size.days_range.stop - 1
 
     def method(self, kind: str) -> Record:
@@ -182,6 +187,9 @@ COVERED = ("health", "weather")
 
 
 def cancel_reservation(d: Draft, forbidden: bool) -> Request:
+    """The customer wants a reservation cancelled; forbidden when no cancellation rule covers it
+    (booked over 24 hours ago, not business, no flight cancelled by the airline, no insurance
+    covering the reason)."""
     rng = d.rng
     reason = rng.choice(tuple(REASONS))  # drawn before, and apart from, the verdict
     if forbidden:
@@ -236,6 +244,8 @@ def cancel_reservation(d: Draft, forbidden: bool) -> Request:
 
 
 def change_flight(d: Draft, forbidden: bool) -> Request:
+    """The customer wants a reservation moved to other flights on the same route; forbidden for
+    basic economy."""
     rng, b = d.rng, d.builder
     cabin = "basic_economy" if forbidden else rng.choice(("economy", "business"))
     round_trip = rng.chance(0.4)
@@ -322,6 +332,7 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
 
 
 def change_cabin(d: Draft, forbidden: bool) -> Request:
+    """The customer wants a reservation's cabin changed; forbidden once a flight of it has flown."""
     rng, b = d.rng, d.builder
     cabin = rng.choice(("basic_economy", "economy", "business"))
     if forbidden:  # the (outbound) flight has flown
@@ -496,6 +507,8 @@ def update_passengers(d: Draft, forbidden: bool) -> Request:
 
 
 def book_flight(d: Draft, forbidden: bool) -> Request:
+    """The customer wants a new reservation booked on a route and date they describe, paid as they
+    say (never forbidden)."""
     rng, b, user = d.rng, d.builder, d.user
     origin, destination = d.direct_route(min_flights=2)
     round_trip = rng.chance(0.3) and len(b.flights_between(destination, origin)) >= 1
@@ -597,6 +610,9 @@ def book_flight(d: Draft, forbidden: bool) -> Request:
 
 
 def compensation(d: Draft, forbidden: bool) -> Request:
+    """The airline cancelled one of the customer's flights and they ask for compensation (a
+    certificate per passenger); forbidden for a regular member whose reservation is neither
+    insured nor business."""
     rng, user = d.rng, d.user
     forbidden = forbidden and user["membership"] == "regular"
     if forbidden:
@@ -681,6 +697,7 @@ def flight_status(d: Draft, forbidden: bool) -> Request:
 
 
 def bag_allowance(d: Draft, forbidden: bool) -> Request:
+    """The customer asks how many checked bags a reservation includes at no charge (never forbidden)."""
     res = d.reservation()
     rid, cabin, n_pax = res["reservation_id"], res["cabin"], len(res["passengers"])
     membership = d.user["membership"]
@@ -705,7 +722,7 @@ def bag_allowance(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-KINDS: dict[str, Callable[[Draft, bool], Request]] = {
+KINDS: dict[str, Callable[[Draft, bool], Request]] = {  # the drafter of each of DOMAIN.kinds
     "cancel_reservation": cancel_reservation,
     "change_flight": change_flight,
     "change_cabin": change_cabin,
@@ -718,16 +735,12 @@ KINDS: dict[str, Callable[[Draft, bool], Request]] = {
 }
 FORBIDDABLE = frozenset({"cancel_reservation", "change_flight", "change_cabin", "baggage",
                          "update_passengers", "compensation"})
-_P, _S, _T = cap.PRECONDITION, cap.STRUCTURED, cap.PRECISION
-CAN_NEED: dict[str, tuple[str, ...]] = {
-    "cancel_reservation": (_P, _S), "change_flight": (_P, _S, _T), "change_cabin": (_P, _S, _T),
-    "baggage": (_P, _S, _T), "update_passengers": (_P, _S, _T), "book_flight": (_S, _T),
-    "compensation": (_P, _S), "flight_status": (), "bag_allowance": (_S,),
-}
-"""Kind -> every capability a request of the kind can need, allowed or forbidden, with or
-without the record's id (the hint covers these, so it tells nothing of the decision)."""
-PLAN_STEPS = 11
-"""The most oracle turns a request takes besides the lookups that find its record."""
+CAN_NEED = DOMAIN.can_need
+"""Kind -> every capability a request of the kind can need (the domain record's `can_need`,
+whose order is the order kinds are drawn in; `KINDS` has a drafter for each)."""
+PLAN_STEPS = DOMAIN.plan_steps
+"""The most oracle turns a request takes besides the lookups that find its record (the
+domain record's `plan_steps`)."""
 
 
 def generate_task(rng: Rng, config: TargetConfig,
@@ -740,7 +753,7 @@ def generate_task(rng: Rng, config: TargetConfig,
             builder.add_reservation(other)
     user = builder.add_user()
     draft = Draft(builder, rng, config, user)
-    kinds = draw_kinds(rng, config, tuple(KINDS), limits={"book_flight": len(NEW_RESERVATION_IDS)})
+    kinds = draw_kinds(rng, config, DOMAIN.kinds, limits={"book_flight": len(NEW_RESERVATION_IDS)})
     requests = draft_requests(draft, KINDS, FORBIDDABLE, kinds)
     for _ in range(config.distractors):
         subject = [r for r in user["reservations"] if r in draft.used_records]

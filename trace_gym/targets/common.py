@@ -71,6 +71,8 @@ class Drafting:
     """Terms that name one of the domain's rules and no other."""
 
     def knows_id(self) -> bool:
+        """Whether the customer knows the id of the record a request is about (drawn with
+        `unknown_id_rate`)."""
         return not self.rng.chance(self.config.unknown_id_rate)
 
     def forbid(self, request: Any, rule: list[str], forbids: list[dict[str, Any]], *incidental: str,
@@ -99,6 +101,8 @@ def locate(table: str, record_id: str, known: bool) -> Step:
 
 
 def expand_locates(steps: list[Step], owned_ids: list[str], lookup_tool: str, id_arg: str) -> list[Step]:
+    """The plan with each `locate` placeholder replaced by the lookups that find its record: the
+    one record when its id is known, else the customer's records in order up to it."""
     out: list[Step] = []
     for step in steps:
         spec: dict[str, Any] | None = step.get("locate")

@@ -6,8 +6,7 @@ from dataclasses import dataclass, fields
 
 from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
-
-PROMPT_STYLES = ("full", "compact")
+from trace_gym.worlds.domain import PROMPT_STYLES
 
 
 @dataclass(frozen=True)
@@ -59,6 +58,7 @@ class TargetConfig:
             need("kinds", len(self.kinds) > 0, "must name at least one request kind, or be None")
 
     def check_kinds(self, allowed: tuple[str, ...]) -> None:
+        """Refuse `kinds` naming a kind outside `allowed` (the domain's task kinds), saying which."""
         if self.kinds is None:
             return
         bad = [k for k in self.kinds if k not in allowed]
@@ -68,6 +68,7 @@ class TargetConfig:
 
     @classmethod
     def field_names(cls) -> list[str]:
+        """The names of the config's fields, in order (the env's keyword arguments besides world_size)."""
         return [f.name for f in fields(cls)]
 
 

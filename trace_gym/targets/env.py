@@ -31,7 +31,7 @@ Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, ClassVar
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
@@ -42,12 +42,13 @@ from trace_gym.targets import airline as airline_tasks
 from trace_gym.targets import retail as retail_tasks
 from trace_gym.targets.config import TargetConfig
 from trace_gym.targets.oracle import plan_action
-from trace_gym.targets.prompts import guidance, system_prompt
+from trace_gym.targets.prompts import guidance
 from trace_gym.targets.task import TargetTask
 from trace_gym.targets.user import ScriptedUser
 from trace_gym.targets.verify import verify
 from trace_gym.verdict import Verdict
 from trace_gym.worlds import airline, retail
+from trace_gym.worlds.domain import Domain
 from trace_gym.worlds.world import World
 
 TRANSFER = "transfer_to_human_agents"
@@ -56,13 +57,10 @@ TRANSFER = "transfer_to_human_agents"
 class TargetEnv(TraceEnv):
     """A tau2-style customer-service env over one domain (see the module docstring)."""
 
-    domain: str
-    records: str
-    """The users' field that lists their records (reservations, orders)."""
-    tasks: Any
-    world_size_type: type
-    policy: str
-    policy_compact: str
+    DOMAIN: ClassVar[Domain]
+    """The domain's record: tools, policy, intro, world size, records, task kinds."""
+    tasks: ClassVar[Any]
+    """The domain's task module (`trace_gym.targets.<domain>`): its `generate_task`."""
 
     def __init__(self, render_mode: str | None = None, world_size: Any = None, **knobs: Any) -> None:
         unknown = set(knobs) - set(TargetConfig.field_names())
@@ -72,27 +70,34 @@ class TargetEnv(TraceEnv):
                 f"{', '.join(TargetConfig.field_names() + ['world_size', 'render_mode'])}"
             )
         self.config = TargetConfig(**knobs)
-        self.config.check_kinds(tuple(self.tasks.KINDS))
+        self.config.check_kinds(self.DOMAIN.kinds)
+        size_type = self.DOMAIN.world_size
         if world_size is None:
-            world_size = self.world_size_type()
+            world_size = size_type()
         elif isinstance(world_size, dict):
             try:
-                world_size = self.world_size_type(**world_size)
+                world_size = size_type(**world_size)
             except TypeError as exc:
                 raise InvalidConfig(f"world_size={world_size!r}: {exc}") from None
-        elif not isinstance(world_size, self.world_size_type):
-            raise InvalidConfig(f"world_size must be a {self.world_size_type.__name__} or a dict of its fields, "
+        elif not isinstance(world_size, size_type):
+            raise InvalidConfig(f"world_size must be a {size_type.__name__} or a dict of its fields, "
                                 f"got {type(world_size).__name__}")
         self.world_size = world_size
-        super().__init__(self.toolset_for_domain(), render_mode=render_mode)
+        super().__init__(self.DOMAIN.tools, render_mode=render_mode)
         self._user: ScriptedUser | None = None
 
-    def toolset_for_domain(self):
-        raise NotImplementedError
+    @property
+    def domain(self) -> str:
+        """The domain's name ("airline", "retail")."""
+        return self.DOMAIN.name
+
+    @property
+    def records(self) -> str:
+        """The users' field that lists their records (reservations, orders)."""
+        return self.DOMAIN.records
 
     def _system_prompt(self) -> str:
-        prompt = system_prompt(self.domain, self.policy_compact if self.config.prompt_style == "compact"
-                               else self.policy)
+        prompt = self.DOMAIN.system_prompt(self.config.prompt_style)
         if self.config.agent_instructions:  # a prompt optimiser's text, after the policy
             prompt = f"{prompt.rstrip()}\n\n{self.config.agent_instructions}"
         return prompt
@@ -112,15 +117,15 @@ class TargetEnv(TraceEnv):
 
     def step_limit(self, task: TargetTask, records: int) -> int:
         """Twice the most turns the oracle could take, plus 10: for each request its
-        domain's most turns (`PLAN_STEPS`) and a lookup of each of the customer's records.
+        domain's most turns (`Domain.plan_steps`) and a lookup of each of the customer's records.
         It follows from the number of requests and records alone: a limit from the task's
         own plan is shorter for a request that must be refused, and would tell it."""
-        return 2 * (len(task.intro) + len(task.requests) * (self.tasks.PLAN_STEPS + records)) + 10
+        return 2 * (len(task.intro) + len(task.requests) * (self.DOMAIN.plan_steps + records)) + 10
 
     def can_need(self, task: TargetTask) -> list[str]:
         """Every capability the conversation's request kinds can need, whatever the
         decision (the hint covers these: guidance for only the needed ones would tell it)."""
-        needed = {c for r in task.requests for c in self.tasks.CAN_NEED[r.kind]}
+        needed = {c for r in task.requests for c in self.DOMAIN.can_need[r.kind]}
         if len(task.requests) > 1:
             needed.add(cap.MULTI_STEP)
         return [c for c in cap.ALL if c in needed]
@@ -136,36 +141,33 @@ class TargetEnv(TraceEnv):
 
     def verify(self, task: TargetTask, initial_world: World, final_world: World,
                messages: list[msg.Message]) -> Verdict:
+        """The score of an episode (`trace_gym.targets.verify.verify`, strict as configured)."""
         return verify(task, initial_world, final_world, messages, self.toolset, strict=self.config.strict)
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
+        """The oracle's next action: the task's plan at this point of the conversation."""
         return plan_action(self.task.plan, messages)
 
     def spec_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this env: the config's fields and the world size."""
         return {**asdict(self.config), "world_size": asdict(self.world_size)}
 
 
-class AirlineTargetEnv(TargetEnv):
-    __doc__ = __doc__
-    domain = "airline"
-    records = "reservations"
-    tasks = airline_tasks
-    world_size_type = airline.AirlineWorldSize
-    policy = airline.POLICY
-    policy_compact = airline.POLICY_COMPACT
+_SPEC = __doc__
+"""The module docstring: the spec of both target envs, appended to each class's docstring."""
 
-    def toolset_for_domain(self):
-        return airline.TOOLS
+
+class AirlineTargetEnv(TargetEnv):
+    """The target env of the airline domain (its record: `trace_gym.worlds.airline.DOMAIN`)."""
+
+    __doc__ = f"{__doc__}\n\n{_SPEC}"
+    DOMAIN = airline.DOMAIN
+    tasks = airline_tasks
 
 
 class RetailTargetEnv(TargetEnv):
-    __doc__ = __doc__
-    domain = "retail"
-    records = "orders"
-    tasks = retail_tasks
-    world_size_type = retail.RetailWorldSize
-    policy = retail.POLICY
-    policy_compact = retail.POLICY_COMPACT
+    """The target env of the retail domain (its record: `trace_gym.worlds.retail.DOMAIN`)."""
 
-    def toolset_for_domain(self):
-        return retail.TOOLS
+    __doc__ = f"{__doc__}\n\n{_SPEC}"
+    DOMAIN = retail.DOMAIN
+    tasks = retail_tasks

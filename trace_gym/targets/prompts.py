@@ -1,15 +1,13 @@
-"""System prompts of the target envs, and their expert guidance (hint mode)."""
+"""The target envs' expert guidance (hint mode).
+
+Their system prompt itself (intro, then policy) is the domain record's
+(`trace_gym.worlds.domain.Domain.system_prompt`), the same the capability envs use.
+"""
 
 from __future__ import annotations
 
 from trace_gym import capabilities as cap
 
-INTRO = {
-    "airline": "You are a customer service agent for an airline. Help the customer following the policy below.",
-    "retail": "You are a customer service agent for an online store. Help the customer following the policy below.",
-}
-
-# Guidance per capability; it says how to work, never which tool or argument to use.
 GUIDANCE = {
     cap.PRECONDITION: "Before any change, look up the records it touches and check every rule of "
                       "the policy that applies; if one fails, refuse and say which rule.",
@@ -20,13 +18,11 @@ GUIDANCE = {
     cap.PRECISION: "When you act, copy every identifier and value exactly as the records show it, "
                    "and include every field the action needs.",
 }
-
-
-def system_prompt(domain: str, policy: str) -> str:
-    return f"{INTRO[domain]}\n\n{policy}"
+"""Guidance per capability: it says how to work, never which tool or argument to use."""
 
 
 def guidance(capabilities: list[str]) -> str:
+    """The hint-mode guidance for these capabilities, one line each, plus the confirmation rule."""
     lines = [GUIDANCE[c] for c in capabilities if c in GUIDANCE]
     lines.append("Confirm each change with the customer before making it.")
     return "\n".join(f"- {line}" for line in lines)

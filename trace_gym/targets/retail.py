@@ -15,21 +15,22 @@ from trace_gym import capabilities as cap
 from trace_gym.rng import Rng
 from trace_gym.targets.common import (
     Drafting,
-    draft_requests,
     agent_method,
     amount_text,
     describe_method,
+    draft_requests,
     draw_kinds,
-    told,
     expand_locates,
     locate,
     money,
     record_fact,
     settle_vague,
+    told,
 )
 from trace_gym.targets.config import TargetConfig
 from trace_gym.targets.task import Request, Step, TargetTask, call, say
 from trace_gym.worlds import people
+from trace_gym.worlds.retail import DOMAIN
 from trace_gym.worlds.retail.data import CATALOGUE, RetailWorld, describe_options, order_total
 from trace_gym.worlds.retail.generator import RetailBuilder, RetailWorldSize
 from trace_gym.worlds.world import Record
@@ -41,6 +42,9 @@ REASON_PHRASES = {
 
 
 class Draft(Drafting):
+    """What a retail request is drafted from: the world builder, the customer, the knobs, and the
+    records and payment methods other requests already use."""
+
     builder: RetailBuilder
     RULE_WORDS = ("pending", "delivered", "balance")
 
@@ -49,6 +53,7 @@ class Draft(Drafting):
         self.builder = builder
 
     def method(self, source: str) -> Record:
+        """The customer's first payment method of a source (credit_card, paypal, gift_card)."""
         return next(m for m in self.user["payment_methods"].values() if m["source"] == source)
 
     def order(self, status: str, n_items: int | None = None) -> Record:
@@ -109,6 +114,7 @@ def _refund_timing(method: Record) -> str:
 
 
 def cancel_order(d: Draft, forbidden: bool) -> Request:
+    """The customer wants an order cancelled; forbidden unless it is pending."""
     rng = d.rng
     status = rng.choice(("processed", "delivered")) if forbidden else "pending"
     order = d.order(status)
@@ -228,10 +234,14 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
 
 
 def modify_items(d: Draft, forbidden: bool) -> Request:
+    """The customer wants items of a pending order changed to other variants; forbidden unless the
+    order is pending."""
     return _change_items(d, forbidden, delivered=False)
 
 
 def exchange_items(d: Draft, forbidden: bool) -> Request:
+    """The customer wants items of a delivered order exchanged for other variants; forbidden unless
+    the order is delivered."""
     return _change_items(d, forbidden, delivered=True)
 
 
@@ -245,6 +255,7 @@ def _address_args(a: dict[str, str]) -> dict[str, str]:
 
 
 def modify_order_address(d: Draft, forbidden: bool) -> Request:
+    """The customer wants an order shipped to a new address; forbidden unless the order is pending."""
     rng = d.rng
     status = "delivered" if forbidden else "pending"
     order = d.order(status)
@@ -323,6 +334,7 @@ def modify_order_payment(d: Draft, forbidden: bool) -> Request:
 
 
 def return_items(d: Draft, forbidden: bool) -> Request:
+    """The customer wants items of an order returned; forbidden unless the order is delivered."""
     rng = d.rng
     status = rng.choice(("pending", "processed")) if forbidden else "delivered"
     order = d.order(status, n_items=rng.integer(1, 3))
@@ -370,6 +382,7 @@ def return_items(d: Draft, forbidden: bool) -> Request:
 
 
 def modify_user_address(d: Draft, forbidden: bool) -> Request:
+    """The customer wants their default address changed (never forbidden)."""
     new = people.address(d.rng)
     uid = d.user["user_id"]
     request = Request(
@@ -391,6 +404,7 @@ def modify_user_address(d: Draft, forbidden: bool) -> Request:
 
 
 def order_info(d: Draft, forbidden: bool) -> Request:
+    """The customer asks about an order: its tracking number, or its total (never forbidden)."""
     rng = d.rng
     tracking = rng.chance(0.5)
     order = d.order(rng.choice(("processed", "delivered")) if tracking else rng.choice(("pending", "processed", "delivered")))
@@ -416,7 +430,7 @@ def order_info(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-KINDS: dict[str, Callable[[Draft, bool], Request]] = {
+KINDS: dict[str, Callable[[Draft, bool], Request]] = {  # the drafter of each of DOMAIN.kinds
     "cancel_order": cancel_order,
     "modify_items": modify_items,
     "exchange_items": exchange_items,
@@ -428,16 +442,12 @@ KINDS: dict[str, Callable[[Draft, bool], Request]] = {
 }
 FORBIDDABLE = frozenset({"cancel_order", "modify_items", "exchange_items", "modify_order_address",
                          "modify_order_payment", "return_items"})
-_P, _S, _T = cap.PRECONDITION, cap.STRUCTURED, cap.PRECISION
-CAN_NEED: dict[str, tuple[str, ...]] = {
-    "cancel_order": (_P, _S, _T), "modify_items": (_P, _S, _T), "exchange_items": (_P, _S, _T),
-    "modify_order_address": (_P, _S, _T), "modify_order_payment": (_P, _S, _T),
-    "return_items": (_P, _S, _T), "modify_user_address": (_T,), "order_info": (_S,),
-}
-"""Kind -> every capability a request of the kind can need, allowed or forbidden, with or
-without the record's id (the hint covers these, so it tells nothing of the decision)."""
-PLAN_STEPS = 9
-"""The most oracle turns a request takes besides the lookups that find its record."""
+CAN_NEED = DOMAIN.can_need
+"""Kind -> every capability a request of the kind can need (the domain record's `can_need`,
+whose order is the order kinds are drawn in; `KINDS` has a drafter for each)."""
+PLAN_STEPS = DOMAIN.plan_steps
+"""The most oracle turns a request takes besides the lookups that find its record (the
+domain record's `plan_steps`)."""
 
 
 def generate_task(rng: Rng, config: TargetConfig,
@@ -450,7 +460,7 @@ def generate_task(rng: Rng, config: TargetConfig,
             builder.add_order(other)
     user = builder.add_user(gift_card_balance=float(rng.integer(20, 400)), paypal=True)
     draft = Draft(builder, rng, config, user)
-    kinds = draw_kinds(rng, config, tuple(KINDS), limits={"modify_user_address": 1, "modify_order_payment": 1})
+    kinds = draw_kinds(rng, config, DOMAIN.kinds, limits={"modify_user_address": 1, "modify_order_payment": 1})
     if "modify_order_payment" in kinds:  # its gift card: no other request may change the balance
         draft.spent_methods.add(draft.method("gift_card")["id"])
     requests = draft_requests(draft, KINDS, FORBIDDABLE, kinds)

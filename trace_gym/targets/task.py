@@ -14,10 +14,12 @@ Step = dict[str, Any]
 
 
 def say(text: str) -> Step:
+    """An oracle turn that says `text` to the customer."""
     return {"say": text}
 
 
 def call(name: str, **arguments: Any) -> Step:
+    """An oracle turn that calls the tool `name` with these arguments."""
     return {"call": {"name": name, "arguments": arguments}}
 
 
@@ -66,6 +68,7 @@ class Request:
 
     @property
     def forbidden(self) -> bool:
+        """Whether the policy forbids this request (it has a rule to name)."""
         return bool(self.rule)
 
 
@@ -74,6 +77,9 @@ _REQUEST_FIELDS = fields(Request)  # `asdict`, without its generic walk (several
 
 @dataclass
 class TargetTask:
+    """One conversation's task: the customer, how they identify themselves, their requests in
+    order, and the oracle's identification turns."""
+
     domain: str
     user_id: str
     identity: dict[str, str]
@@ -85,14 +91,18 @@ class TargetTask:
 
     @property
     def kind(self) -> str:
+        """The request's kind, or 'compound' when there are several."""
         return self.requests[0].kind if len(self.requests) == 1 else "compound"
 
     @property
     def kinds(self) -> list[str]:
+        """The kinds of the requests, in order."""
         return [r.kind for r in self.requests]
 
     @property
     def capabilities_needed(self) -> list[str]:
+        """The capabilities the requests need as drawn, plus multi-step task completion when there
+        are several, in `capabilities.ALL` order."""
         needed = {c for r in self.requests for c in r.capabilities}
         if len(self.requests) > 1:
             needed.add(cap.MULTI_STEP)
@@ -115,10 +125,12 @@ class TargetTask:
 
     @property
     def plan(self) -> list[Step]:
+        """The oracle's turns for the whole conversation: identification, then each request's."""
         return [*self.intro, *(s for r in self.requests for s in r.plan)]
 
     @property
     def instructions(self) -> str:
+        """The customer's instructions: the persona, the requests in order, and how they behave."""
         lines = [self.persona, "In this call you want, in this order:"]
         lines += [f"{i}. {r.instruction}" for i, r in enumerate(self.requests, 1)]
         lines.append("You give details only when the agent asks for them, and you confirm an "
@@ -136,6 +148,7 @@ class TargetTask:
         return "forbidden" if "forbidden" in decisions else "allowed"
 
     def to_json(self) -> dict[str, Any]:
+        """The task as JSON (what trajectories record)."""
         return {
             "domain": self.domain,
             "decision": self.decision,

@@ -77,6 +77,8 @@ def follow_up(opening: str) -> str:
 
 @dataclass
 class UserTurn:
+    """The customer's answer to one reply of the agent, and whether it ends the conversation."""
+
     text: str
     ended: bool = False
 
@@ -96,12 +98,16 @@ class ScriptedUser:
 
     @property
     def request(self) -> Request:
+        """The request the customer is on now."""
         return self.task.requests[self.index]
 
     def opening(self) -> str:
+        """The customer's first message: why they call, with no ids or details."""
         return self.task.requests[0].opening
 
     def respond(self, reply: str, writes_so_far: int) -> UserTurn:
+        """The customer's answer to the agent's reply `reply`, given the writes made so far (see
+        the module docstring)."""
         text = reply.lower()
         req = self.request
         if _CONFIRM.search(text):

@@ -59,6 +59,7 @@ def expected_world(task: TargetTask, initial_world: World, toolset: Toolset) -> 
 
 def verify(task: TargetTask, initial_world: World, final_world: World,
            messages: list[Message], toolset: Toolset, strict: bool = True) -> Verdict:
+    """The verdict of a target episode: the checks of the module docstring, scored all or nothing."""
     expected = expected_world(task, initial_world, toolset)
     same = final_world == expected
     checks = [Check("database", same, 1.0 if same else 0.0,
@@ -130,6 +131,7 @@ class Call:
 
     @property
     def arguments(self) -> Any:
+        """The call's arguments, parsed from JSON on first use ({} when there were none)."""
         if self._arguments is _UNREAD:
             self._arguments = call_arguments({"function": {"arguments": self.raw}}) if self.raw else {}
         return self._arguments

@@ -24,12 +24,15 @@ from trace_gym.testing.version import KIT_VERSION
 
 @dataclass(frozen=True)
 class PropertyResult:
+    """The outcome of one property on one env: passed or not, what it found, and how long it took."""
+
     name: str
     passed: bool
     detail: str
     seconds: float = field(default=0.0, compare=False)
 
     def to_json(self, timings: bool = False) -> dict[str, Any]:
+        """The result as JSON; the seconds only with `timings` (an audit lock holds none)."""
         out = {"name": self.name, "passed": self.passed, "detail": self.detail}
         if timings:
             out["seconds"] = round(self.seconds, 3)
@@ -38,18 +41,24 @@ class PropertyResult:
 
 @dataclass(frozen=True)
 class KitReport:
+    """Every property's result for one env."""
+
     env: str
     results: tuple[PropertyResult, ...]
 
     @property
     def passed(self) -> bool:
+        """Whether every property held."""
         return all(r.passed for r in self.results)
 
     def failures(self) -> list[str]:
+        """'name: detail' of each property that failed."""
         return [f"{r.name}: {r.detail}" for r in self.results if not r.passed]
 
 
 def run_property(name: str, ref: EnvRef, settings: KitSettings = KitSettings(), **kwargs: Any) -> PropertyResult:
+    """Run one property of the kit on `ref`; a failure, or an env that raises, is a failed result,
+    never an exception (but for a resource limit or a lost worker)."""
     start = time.perf_counter()
     try:
         detail = PROPERTIES[name](ref, settings, **kwargs)
@@ -65,6 +74,8 @@ def run_property(name: str, ref: EnvRef, settings: KitSettings = KitSettings(), 
 
 def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] | None = None,
             skip: list[str] | None = None) -> KitReport:
+    """Run the kit's properties on `ref` (all, or `only` those, less `skip`); an unknown property
+    name is refused."""
     names = [n for n in (only or list(PROPERTIES)) if n not in (skip or [])]
     unknown = [n for n in names if n not in PROPERTIES]
     if unknown:

@@ -257,6 +257,7 @@ def _replying(text_of: Callable[[list], str]) -> Adversary:
 
 
 def do_nothing(env: TraceEnv, seed: int) -> float:
+    """The reward of replying 'I cannot help with that.' (`DO_NOTHING`) at once."""
     return play_script(env, seed, lambda e, obs, turn: DO_NOTHING)
 
 
@@ -307,10 +308,13 @@ def _stuffer(with_prompt: bool) -> Callable[[TraceEnv, list, Rng], str]:
 
 
 def lookup_then_stuffed(env: TraceEnv, seed: int) -> float:
+    """The reward of asking, reading every record in view twice, then replying with every value in
+    view and the system prompt."""
     return _staged([_ask, _read_all, _read_all, _stuffer(with_prompt=True)])(env, seed)
 
 
 def stuffed_values_reply(env: TraceEnv, seed: int) -> float:
+    """The reward of replying with every value in view, without any tool call."""
     stuff = _stuffer(with_prompt=False)
     return play_script(env, seed, lambda e, obs, turn: stuff(e, obs, Rng.from_seed(0)))
 shotgun_writes = _staged([_ask, _read_all, _write_all, lambda e, o, r: "Done: everything is taken care of."])
@@ -369,6 +373,8 @@ def play_oracle(env: TraceEnv, seed: int, before: Any = None,
 
 
 def failing_writes(env: TraceEnv, seed: int) -> float | None:
+    """The oracle's reward after ten writes the tools reject (None for an env with no write tool):
+    rejected attempts must not be free."""
     env.reset(seed=seed)
     writes = _tools(env, ToolKind.WRITE)
     if not writes:
@@ -504,6 +510,7 @@ def requests_of(task: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def refusal_naming(term: str) -> str:
+    """A refusal that names `term` as the rule and says nothing else."""
     return f"I'm sorry, but I cannot do that: {term}."
 
 

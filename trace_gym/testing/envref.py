@@ -88,6 +88,7 @@ class EnvRef:
             pool.close()
 
     def describe(self) -> str:
+        """The env id, or the module path and class, for reports."""
         return self.env_id or f"{self.path}{':' + self.attr if self.attr else ''}"
 
     def to_json(self) -> str:
@@ -100,6 +101,7 @@ class EnvRef:
 
     @classmethod
     def from_json(cls, text: str) -> EnvRef:
+        """The ref `to_json` gave, its pool found again by token."""
         from trace_gym.sandbox.pool import WorkerPool
 
         data = json.loads(text)

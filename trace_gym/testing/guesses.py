@@ -81,6 +81,8 @@ class View:
 
 
 def view_of(messages: list[dict[str, Any]]) -> View:
+    """The values of a conversation a template can be filled from: the customer's numbers and ids,
+    and the values under each key of the tool calls and results."""
     numbers: list[str] = []
     tokens: list[str] = []
     for m in messages[1:]:
@@ -116,12 +118,14 @@ class SaidNumber:
     offset: int
 
     def fill(self, view: View) -> str | None:
+        """The slot's text in `view`, or None when the customer said no such number."""
         if self.index >= len(view.said_numbers) or "." in view.said_numbers[self.index]:
             return None
         return str(int(view.said_numbers[self.index]) + self.offset)
 
     @property
     def label(self) -> str:
+        """The slot as text, e.g. '{said0+1}'."""
         return f"{{said{self.index}{self.offset:+d}}}"
 
 
@@ -134,11 +138,13 @@ class SaidToken:
     index: int
 
     def fill(self, view: View) -> str | None:
+        """The slot's text in `view`, or None when the customer said no such token."""
         same = [t for t in view.said_tokens if shape_of(t) == self.shape]
         return same[self.index] if self.index < len(same) else None
 
     @property
     def label(self) -> str:
+        """The slot as text, e.g. '{AAA000#0}'."""
         return f"{{{self.shape}#{self.index}}}"
 
 
@@ -153,6 +159,7 @@ class Seen:
     decimals: int = 0
 
     def fill(self, view: View) -> str | None:
+        """The slot's text in `view`, or None when the tool results have no such value."""
         values = view.seen.get(self.key, ())
         if self.occurrence >= len(values):
             return None
@@ -163,6 +170,7 @@ class Seen:
 
     @property
     def label(self) -> str:
+        """The slot as text, e.g. '{amount#0*1/2}'."""
         times = "" if self.ratio is None else f"*{self.ratio}"
         return f"{{{self.key}#{self.occurrence}{times}}}"
 
@@ -178,9 +186,11 @@ class Template:
 
     @property
     def label(self) -> str:
+        """The template as text, its slots as their labels."""
         return "".join(p if isinstance(p, str) else p.label for p in self.parts)
 
     def fill(self, view: View) -> str | None:
+        """The reply the template gives in `view`, or None when a slot has no value there."""
         out = []
         for part in self.parts:
             text = part if isinstance(part, str) else part.fill(view)
@@ -190,6 +200,7 @@ class Template:
         return "".join(out)
 
     def offsets(self) -> set[int]:
+        """The offsets the template adds to numbers the customer said."""
         return {p.offset for p in self.parts if isinstance(p, SaidNumber)}
 
 
@@ -282,6 +293,7 @@ class KindTemplates:
     """Offset -> the most common template adding it to a number the customer said."""
 
     def add(self, seed: int, templates: Iterator[Template]) -> None:
+        """Record that the fit seed `seed` gave these templates."""
         for template in templates:
             self.templates.setdefault(template.label, template)
             self.seeds.setdefault(template.label, set()).add(seed)

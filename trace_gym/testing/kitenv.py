@@ -46,12 +46,14 @@ class KitEnv:
         self._seed: int | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        """Reset the env; with no options, hinted as the plan says for this seed."""
         if options is None and self.plan is not None and seed is not None:
             options = {"hint": self.plan.hint(seed)}
         self._seed = seed
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[list, float, bool, bool, dict[str, Any]]:
+        """Step the env, its reward checked to be a finite number."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, checked_reward(reward, self._seed), terminated, truncated, info
 

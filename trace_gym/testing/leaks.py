@@ -53,6 +53,9 @@ def reset_fields(env: Any, seeds: list[int]) -> list[tuple[Fields, str]]:
 
 @dataclass(frozen=True)
 class LeakResult:
+    """How well the best lookup table on the observed fields predicts a task's decision, against
+    the majority class."""
+
     table: float
     """Accuracy of the best lookup table on the test resets."""
     majority: float
@@ -64,9 +67,11 @@ class LeakResult:
 
     @property
     def gain(self) -> float:
+        """The table's accuracy over the majority class's."""
         return self.table - self.majority
 
     def describe(self) -> str:
+        """The result in a line, for a property's detail."""
         return (f"best lookup table ({' + '.join(self.fields) or 'none'}) {self.table:.3f} vs majority class "
                 f"{self.majority:.3f} on {self.tested} test resets (fitted on {self.trained}): {self.gain:+.3f}")
 

@@ -30,10 +30,12 @@ def play(env: TraceEnv, seed: int, act: Act, hint: bool | None = None) -> tuple[
 
 
 def oracle(env: TraceEnv, obs: list) -> Any:
+    """The env's oracle as a policy: its action for the observation."""
     return env.oracle_action(obs)
 
 
 def oracle_actions(env: TraceEnv, seed: int) -> tuple[list[Any], float]:
+    """The oracle's actions over one episode of `seed`, and the reward they earned."""
     actions: list[Any] = []
 
     def record(e: TraceEnv, obs: list) -> Any:

@@ -33,7 +33,7 @@ from trace_gym.testing.kitenv import KitEnv, PropertyFailed
 from trace_gym.testing.leaks import lookup_leak, reset_fields
 from trace_gym.testing.wording import MAX_GAIN, request_text, wording_leak
 from trace_gym.tools import ToolKind
-from trace_gym.worlds import airline, retail
+from trace_gym.worlds import DOMAINS
 
 ONE = 1.0 - 1e-9
 """A reward at least this is full credit. Compare as `reward >= ONE` (or `not reward >= ONE`
@@ -66,7 +66,7 @@ class KitSettings:
     gold_seeds: int = 500
     """Seeds whose oracle writes must all go through."""
     target_tools: tuple[dict[str, Any], ...] | None = None
-    """The target's tool schemas (default: the airline and retail tools)."""
+    """The target's tool schemas (default: every domain record's tools, airline and retail)."""
     seed_base: int = 0
     """Every seed the kit plays, and Hypothesis's seed, is drawn from this base
     (`trace_gym.testing.seeds`), over the whole train and test ranges. The test suite keeps
@@ -77,6 +77,12 @@ class KitSettings:
         if type(self.seed_base) is not int or self.seed_base < 0:
             raise InvalidConfig(f"KitSettings.seed_base={self.seed_base!r} is invalid: must be a non-negative "
                                 f"integer (the base every seed of the kit is drawn from), e.g. 0")
+
+    def target_schemas(self) -> tuple[dict[str, Any], ...]:
+        """The target's tool schemas: `target_tools`, else every domain record's tools."""
+        if self.target_tools:
+            return self.target_tools
+        return tuple(schema for d in DOMAINS.values() for schema in d.tools.schemas)
 
     @property
     def hypothesis_seed(self) -> int:
@@ -114,6 +120,8 @@ def _kit_env(ref: EnvRef, s: KitSettings, plan: seeds.Plan | None = None) -> Kit
 # -- the properties --------------------------------------------------------------------
 
 def gym_api(ref: EnvRef, s: KitSettings) -> str:
+    """Gymnasium's `check_env` passes with no warning (but the unaudited-env one), and every render
+    mode the env declares renders."""
     env = ref.make()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -178,6 +186,8 @@ def oracle_solves(ref: EnvRef, s: KitSettings) -> str:
 
 
 def verifier_soundness(ref: EnvRef, s: KitSettings) -> str:
+    """No single change of the oracle's write arguments (or, for an oracle that writes nothing, of
+    its final reply) scores 1.0: the verifier checks what the oracle does."""
     plan = s.plan("soundness", s.soundness_seeds)
     env = _kit_env(ref, s, plan)
     tried = 0
@@ -551,6 +561,8 @@ def malformed_actions(ref: EnvRef, s: KitSettings) -> str:
 
 
 def rewards_in_range(ref: EnvRef, s: KitSettings) -> str:
+    """Under every degenerate policy, each step's reward is 0 before the end and in [0, 1] at the
+    end, with a verdict in the final info."""
     plan = s.plan("rewards", max(4, s.episodes // 4))
     env = _kit_env(ref, s, plan)
     for name, act in policies.degenerate_policies(seeds.stream(s.seed_base, "rewards policies").below(2**32)).items():
@@ -633,7 +645,7 @@ def tool_schemas(ref: EnvRef, s: KitSettings) -> str:
     `$ref`s (a remote one is fetched) in the kit's own process."""
     plan = s.plan("tools", 10)
     env = _kit_env(ref, s, plan)
-    target = s.target_tools or tuple(t.schema for t in (*airline.TOOLS.values(), *retail.TOOLS.values()))
+    target = s.target_schemas()
     shapes: dict[str, set[str]] = {}
     for schema in target:
         shapes.setdefault(schema["function"]["name"], set()).add(canonical_json(_shape(schema["function"]["parameters"])))
@@ -658,6 +670,7 @@ def tool_schemas(ref: EnvRef, s: KitSettings) -> str:
 
 
 def tasks_differ(ref: EnvRef, s: KitSettings) -> str:
+    """At least 95% of the seeds give distinct tasks."""
     plan = s.plan("distinct", s.distinct_seeds)
     env = _kit_env(ref, s, plan)
     hashes = set()

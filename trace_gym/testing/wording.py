@@ -69,6 +69,7 @@ class WordingClassifier:
         return x
 
     def predict(self, texts: list[set[str]]) -> list[str]:
+        """The predicted label of each text (ties go to the label sorted first)."""
         scores = self._matrix(texts) @ self.w + self.b
         return [self.labels[i] for i in scores.argmax(axis=1)]  # ties: the label sorted first
 
@@ -106,6 +107,9 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class WordingResult:
+    """How well a classifier on the request's wording alone predicts a task's decision, against the
+    majority class."""
+
     classifier: float
     """Accuracy of the classifier on the test tasks."""
     majority: float
@@ -115,9 +119,11 @@ class WordingResult:
 
     @property
     def gain(self) -> float:
+        """The classifier's accuracy over the majority class's."""
         return self.classifier - self.majority
 
     def describe(self) -> str:
+        """The result in a line, for a property's detail."""
         return (f"wording-only classifier {self.classifier:.3f} vs majority class {self.majority:.3f} "
                 f"on {self.tested} test tasks (fitted on {self.trained}): {self.gain:+.3f}")
 

@@ -44,6 +44,7 @@ def person_name(rng: Rng, taken: set[tuple[str, str]]) -> tuple[str, str]:
 
 
 def address(rng: Rng) -> dict[str, str]:
+    """A random US street address (tau2-bench's address fields)."""
     city, state, zip_prefix = rng.choice(CITIES)
     return {
         "address1": f"{rng.integer(10, 999)} {rng.choice(STREETS)}",
@@ -59,6 +60,7 @@ TWO_DIGITS = tuple(f"{n:02d}" for n in range(100))  # a lookup costs less than f
 
 
 def birth_date(rng: Rng, first_year: int = 1950, last_year: int = 2005) -> str:
+    """A random date of birth (YYYY-MM-DD) between two years."""
     return f"{rng.integer(first_year, last_year)}-{TWO_DIGITS[rng.integer(1, 12)]}-{TWO_DIGITS[rng.integer(1, 28)]}"
 
 

@@ -92,14 +92,17 @@ class World:
         return self.tables[table][key]
 
     def insert(self, table: str, key: str, record: Record) -> None:
+        """Add a new record that this world owns (it may mutate it in place)."""
         self.tables[table][key] = record
         self._owned.add((table, key))
 
     def to_json(self) -> dict[str, dict[str, Record]]:
+        """The tables as JSON (a deep copy)."""
         return {name: copy_json(t) for name, t in self.tables.items()}
 
     @classmethod
     def from_json(cls: type[W], data: dict[str, dict[str, Record]]) -> W:
+        """A world of this type from `to_json`'s output (a deep copy; missing tables are empty)."""
         return cls({name: copy_json(data.get(name, {})) for name in cls.TABLES})
 
     def hash(self) -> str:

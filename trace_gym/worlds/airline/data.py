@@ -62,14 +62,18 @@ INSURED_REASONS = ("health", "weather")
 
 
 def date_of(day: int) -> str:
+    """The date (YYYY-MM-DD) of a day of the world's month."""
     return f"{YEAR_MONTH}-{day:02d}"
 
 
 def day_of(date: str) -> int:
+    """The day of the month of a date (YYYY-MM-DD)."""
     return int(date[-2:])
 
 
 def free_bags(membership: str, cabin: str, passengers: int) -> int:
+    """Free checked bags of a reservation: the allowance per passenger for the membership and
+    cabin, times the passengers."""
     return FREE_BAGS[membership][cabin] * passengers
 
 
@@ -96,6 +100,8 @@ copy_reservation = shaped_copy(
 
 
 class AirlineWorld(World):
+    """An airline world: users, flights and reservations (record shapes in the module docstring)."""
+
     TABLES: ClassVar[tuple[str, ...]] = ("users", "flights", "reservations")
     COPIES = {"users": copy_user, "reservations": copy_reservation}
 
@@ -103,12 +109,15 @@ class AirlineWorld(World):
 
     @property
     def users(self) -> dict[str, Record]:
+        """User id -> user record."""
         return self.tables["users"]
 
     @property
     def flights(self) -> dict[str, Record]:
+        """Flight number -> flight record, with its dated seats and prices."""
         return self.tables["flights"]
 
     @property
     def reservations(self) -> dict[str, Record]:
+        """Reservation id -> reservation record."""
         return self.tables["reservations"]

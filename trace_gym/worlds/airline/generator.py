@@ -75,6 +75,7 @@ class AirlineWorldSize:
 
     @property
     def days_range(self) -> range:
+        """The days of the month that have flights."""
         return range(self.first_day, self.first_day + self.days)
 
 
@@ -126,6 +127,9 @@ class AirlineBuilder:
                     self.add_flight(origin, dest, rng.integer(6 * 60, 19 * 60))
 
     def add_flight(self, origin: str, destination: str, departure: int) -> Record:
+        """Add a flight from `origin` to `destination` leaving at `departure` (minutes after
+        midnight), on every scheduled day: flown, flying or due before now, and later on sale
+        with seats and prices (or cancelled). Returns its record."""
         rng = self.rng
         number = people.unique_id(rng, self._ids, lambda r: "HAT" + r.digits(3))
         arrival = min(departure + rng.integer(60, 300), 23 * 60 + 55)
@@ -169,6 +173,7 @@ class AirlineBuilder:
         return flight
 
     def flights_between(self, origin: str, destination: str) -> list[Record]:
+        """The flights of the direct route from `origin` to `destination` (none: an empty list)."""
         return list(self._routes.get((origin, destination), ()))
 
     def itineraries(self, origin: str, destination: str) -> list[list[Record]]:
@@ -190,6 +195,8 @@ class AirlineBuilder:
 
     def add_user(self, membership: str | None = None, gift_card: bool | None = None,
                  certificate: bool | None = None) -> Record:
+        """Add a customer with a random profile, address and payment methods (a credit card always;
+        a gift card or certificate when asked, else at random); returns the user record."""
         rng = self.rng
         first, last = people.person_name(rng, self._names)
         user_id = people.unique_id(rng, self._ids, lambda r: f"{first.lower()}_{last.lower()}_{r.digits(4)}")
@@ -227,6 +234,7 @@ class AirlineBuilder:
         return user
 
     def payment_ids(self, user: Record, source: str) -> list[str]:
+        """The ids of the user's payment methods of one source (credit_card, gift_card, certificate)."""
         return [pid for pid, m in user["payment_methods"].items() if m["source"] == source]
 
     # -- reservations -------------------------------------------------------------------

@@ -171,6 +171,8 @@ def book_reservation(world: AirlineWorld, user_id: str, origin: str, destination
                      flight_type: str, cabin: str, flights: list, passengers: list,
                      payment_methods: list, total_baggages: int, nonfree_baggages: int,
                      insurance: str) -> Record:
+    """Book a reservation: checks seats, prices and payments, charges the methods, returns the new
+    reservation."""
     flights = _records(flights, "flight")
     passengers = _records(passengers, "passenger")
     payments = _records(payment_methods, "payment method")
@@ -247,6 +249,7 @@ calculate = calculate_tool()
     {"reservation_id": _RESERVATION_ID},
 ))
 def cancel_reservation(world: AirlineWorld, reservation_id: str) -> Record:
+    """Cancel a reservation, refunding every payment; returns the reservation."""
     _reservation(world, reservation_id)
     reservation = world.edit("reservations", reservation_id)
     refunds = [{"payment_id": p["payment_id"], "amount": -p["amount"]}
@@ -260,6 +263,7 @@ def cancel_reservation(world: AirlineWorld, reservation_id: str) -> Record:
     "get_reservation_details", "Look up a reservation by id.", {"reservation_id": _RESERVATION_ID},
 ))
 def get_reservation_details(world: AirlineWorld, reservation_id: str) -> Record:
+    """The reservation with this id."""
     return _reservation(world, reservation_id)
 
 
@@ -269,11 +273,13 @@ def get_reservation_details(world: AirlineWorld, reservation_id: str) -> Record:
     {"user_id": string("User id, e.g. 'sara_doe_496'.")},
 ))
 def get_user_details(world: AirlineWorld, user_id: str) -> Record:
+    """The user with this id."""
     return _user(world, user_id)
 
 
 @tool(READ, function("list_all_airports", "List every airport served, with its city.", {}))
 def list_all_airports(world: AirlineWorld) -> list[Record]:
+    """Every airport of the world, with its city."""
     return [{"iata": code, "city": city} for code, city in AIRPORTS]
 
 
@@ -281,6 +287,7 @@ def list_all_airports(world: AirlineWorld) -> list[Record]:
     "search_direct_flight", "Find direct flights on sale between two airports on a date.", _SEARCH,
 ))
 def search_direct_flight(world: AirlineWorld, origin: str, destination: str, date: str) -> list[Record]:
+    """The direct flights on sale from `origin` to `destination` on `date`."""
     return _direct_flights(world, origin, destination, date)
 
 
@@ -290,6 +297,7 @@ def search_direct_flight(world: AirlineWorld, origin: str, destination: str, dat
     _SEARCH,
 ))
 def search_onestop_flight(world: AirlineWorld, origin: str, destination: str, date: str) -> list[list[Record]]:
+    """Pairs of flights on sale from `origin` to `destination` on `date` that connect."""
     pairs = []
     for first in _direct_flights(world, origin, None, date):
         first["date"] = date
@@ -307,6 +315,7 @@ def search_onestop_flight(world: AirlineWorld, origin: str, destination: str, da
      "amount": integer("Certificate value in dollars.")},
 ))
 def send_certificate(world: AirlineWorld, user_id: str, amount: int) -> str:
+    """Add a travel certificate of `amount` dollars to the user's payment methods."""
     user = _user(world, user_id)
     for payment_id in NEW_CERTIFICATE_IDS:
         if payment_id not in user["payment_methods"]:
@@ -332,6 +341,7 @@ transfer_to_human_agents = transfer_tool()
 ))
 def update_reservation_baggages(world: AirlineWorld, reservation_id: str, total_baggages: int,
                                 nonfree_baggages: int, payment_id: str) -> Record:
+    """Set a reservation's checked bags, charging added paid bags to the payment method."""
     reservation = _reservation(world, reservation_id)
     _user(world, reservation["user_id"])
     price = BAG_FEE * max(0, nonfree_baggages - reservation["nonfree_baggages"])
@@ -360,6 +370,7 @@ def update_reservation_baggages(world: AirlineWorld, reservation_id: str, total_
 ))
 def update_reservation_flights(world: AirlineWorld, reservation_id: str, cabin: str,
                                flights: list, payment_id: str) -> Record:
+    """Replace a reservation's flights and cabin, charging or refunding the fare difference."""
     flights = _records(flights, "flight")
     reservation = _reservation(world, reservation_id)
     _user(world, reservation["user_id"])
@@ -401,6 +412,7 @@ def update_reservation_flights(world: AirlineWorld, reservation_id: str, cabin: 
     defs={"Passenger": _PASSENGER},
 ))
 def update_reservation_passengers(world: AirlineWorld, reservation_id: str, passengers: list) -> Record:
+    """Replace a reservation's passengers (the same number of them)."""
     passengers = _records(passengers, "passenger")
     reservation = _reservation(world, reservation_id)
     if len(passengers) != len(reservation["passengers"]):
@@ -417,6 +429,7 @@ def update_reservation_passengers(world: AirlineWorld, reservation_id: str, pass
      "date": string("Flight date as YYYY-MM-DD.")},
 ))
 def get_flight_status(world: AirlineWorld, flight_number: str, date: str) -> str:
+    """The status of a flight on a date."""
     return _flight_date(world, flight_number, date)["status"]
 
 

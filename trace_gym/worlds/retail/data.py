@@ -84,6 +84,8 @@ copy_order = shaped_copy(
 
 
 class RetailWorld(World):
+    """A retail world: users, products with variants, and orders (record shapes in the module docstring)."""
+
     TABLES: ClassVar[tuple[str, ...]] = ("users", "products", "orders")
     COPIES = {"users": copy_user, "orders": copy_order}
 
@@ -91,14 +93,17 @@ class RetailWorld(World):
 
     @property
     def users(self) -> dict[str, Record]:
+        """User id -> user record."""
         return self.tables["users"]
 
     @property
     def products(self) -> dict[str, Record]:
+        """Product id -> product record, with its variants."""
         return self.tables["products"]
 
     @property
     def orders(self) -> dict[str, Record]:
+        """Order id -> order record."""
         return self.tables["orders"]
 
     def item(self, item_id: str) -> Record | None:
@@ -111,8 +116,10 @@ class RetailWorld(World):
 
 
 def order_total(order: Record) -> float:
+    """An order's total: the sum of its items' prices, rounded to cents."""
     return round(sum(i["price"] for i in order["items"]), 2)
 
 
 def describe_options(options: dict[str, str]) -> str:
+    """A variant's options as text, e.g. 'color red, size M'."""
     return ", ".join(f"{k} {v}" for k, v in options.items())

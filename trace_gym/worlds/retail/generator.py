@@ -115,6 +115,9 @@ class RetailBuilder:
     # -- users ---------------------------------------------------------------------
 
     def add_user(self, gift_card_balance: float | None = None, paypal: bool | None = None) -> Record:
+        """Add a customer with a random profile, address and payment methods (a credit card always;
+        PayPal and a gift card with this balance when asked, else at random); returns the user
+        record."""
         rng = self.rng
         first, last = people.person_name(rng, self._names)
         user_id = people.unique_id(rng, self._ids, lambda r: f"{first.lower()}_{last.lower()}_{r.digits(4)}")
@@ -144,6 +147,7 @@ class RetailBuilder:
         return user
 
     def payment_ids(self, user: Record, source: str) -> list[str]:
+        """The ids of the user's payment methods of one source (credit_card, paypal, gift_card)."""
         return [pid for pid, m in user["payment_methods"].items() if m["source"] == source]
 
     # -- orders --------------------------------------------------------------------

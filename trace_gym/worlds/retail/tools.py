@@ -107,6 +107,7 @@ calculate = calculate_tool()
      "reason": string("Why: 'no longer needed' or 'ordered by mistake'.")},
 ))
 def cancel_pending_order(world: RetailWorld, order_id: str, reason: str) -> Record:
+    """Cancel a pending order for a valid reason, refunding its payments; returns the order."""
     order = _order(world, order_id)
     if order["status"] != "pending":
         raise ToolError("Non-pending order cannot be cancelled")
@@ -141,6 +142,8 @@ def cancel_pending_order(world: RetailWorld, order_id: str, reason: str) -> Reco
 ))
 def exchange_delivered_order_items(world: RetailWorld, order_id: str, item_ids: list[str],
                                    new_item_ids: list[str], payment_method_id: str) -> Record:
+    """Exchange items of a delivered order for other variants of the same products, settling the
+    price difference with the payment method; returns the order."""
     order = _order(world, order_id)
     if order["status"] != "delivered":
         raise ToolError("Non-delivered order cannot be exchanged")
@@ -167,6 +170,7 @@ def exchange_delivered_order_items(world: RetailWorld, order_id: str, item_ids: 
      "zip": string("Zip code, e.g. '12345'.")},
 ))
 def find_user_id_by_name_zip(world: RetailWorld, first_name: str, last_name: str, zip: str) -> str:
+    """The id of the user with this name and zip code."""
     for user_id, user in world.users.items():
         if (user["name"]["first_name"].lower() == first_name.lower()
                 and user["name"]["last_name"].lower() == last_name.lower()
@@ -180,6 +184,7 @@ def find_user_id_by_name_zip(world: RetailWorld, first_name: str, last_name: str
     {"email": string("Email address, e.g. 'someone@example.com'.")},
 ))
 def find_user_id_by_email(world: RetailWorld, email: str) -> str:
+    """The id of the user with this email address."""
     for user_id, user in world.users.items():
         if user["email"].lower() == email.lower():
             return user_id
@@ -191,6 +196,7 @@ def find_user_id_by_email(world: RetailWorld, email: str) -> str:
     {"order_id": _ORDER_ID},
 ))
 def get_order_details(world: RetailWorld, order_id: str) -> Record:
+    """The order with this id."""
     return _order(world, order_id)
 
 
@@ -199,6 +205,7 @@ def get_order_details(world: RetailWorld, order_id: str) -> Record:
     {"product_id": string("Product id, e.g. '6086499569' (not an item id).")},
 ))
 def get_product_details(world: RetailWorld, product_id: str) -> Record:
+    """The product with this id, with its variants."""
     product = world.products.get(product_id)
     if product is None:
         raise ToolError("Product not found")
@@ -210,6 +217,7 @@ def get_product_details(world: RetailWorld, product_id: str) -> Record:
     {"item_id": string("Item id, e.g. '6086499569' (not a product id).")},
 ))
 def get_item_details(world: RetailWorld, item_id: str) -> Record:
+    """The variant (item) with this id."""
     variant = world.item(item_id)
     if variant is None:
         raise ToolError("Item not found")
@@ -221,6 +229,7 @@ def get_item_details(world: RetailWorld, item_id: str) -> Record:
     {"user_id": _USER_ID},
 ))
 def get_user_details(world: RetailWorld, user_id: str) -> Record:
+    """The user with this id."""
     return _user(world, user_id)
 
 
@@ -228,6 +237,7 @@ def get_user_details(world: RetailWorld, user_id: str) -> Record:
     "list_all_product_types", "List every product type's name and product id.", {},
 ))
 def list_all_product_types(world: RetailWorld) -> str:
+    """Every product type's name and id, as JSON."""
     return json.dumps({p["name"]: p["product_id"] for p in world.products.values()}, sort_keys=True)
 
 
@@ -239,6 +249,7 @@ def list_all_product_types(world: RetailWorld) -> str:
 ))
 def modify_pending_order_address(world: RetailWorld, order_id: str, address1: str, address2: str,
                                  city: str, state: str, country: str, zip: str) -> Record:
+    """Change the shipping address of a pending order; returns the order."""
     order = _order(world, order_id)
     if "pending" not in order["status"]:
         raise ToolError("Non-pending order cannot be modified")
@@ -265,6 +276,8 @@ def modify_pending_order_address(world: RetailWorld, order_id: str, address1: st
 ))
 def modify_pending_order_items(world: RetailWorld, order_id: str, item_ids: list[str],
                                new_item_ids: list[str], payment_method_id: str) -> Record:
+    """Change items of a pending order to other variants of the same products, settling the price
+    difference with the payment method; returns the order."""
     order = _order(world, order_id)
     if order["status"] != "pending":
         raise ToolError("Non-pending order cannot be modified")
@@ -301,6 +314,7 @@ def modify_pending_order_items(world: RetailWorld, order_id: str, item_ids: list
     {"order_id": _ORDER_ID, "payment_method_id": _PAYMENT_METHOD_ID},
 ))
 def modify_pending_order_payment(world: RetailWorld, order_id: str, payment_method_id: str) -> Record:
+    """Pay a pending order with another of the user's payment methods; returns the order."""
     order = _order(world, order_id)
     if "pending" not in order["status"]:
         raise ToolError("Non-pending order cannot be modified")
@@ -333,6 +347,7 @@ def modify_pending_order_payment(world: RetailWorld, order_id: str, payment_meth
 ))
 def modify_user_address(world: RetailWorld, user_id: str, address1: str, address2: str,
                         city: str, state: str, country: str, zip: str) -> Record:
+    """Change the user's default address; returns the user."""
     _user(world, user_id)
     user = world.edit("users", user_id)
     values = {"address1": address1, "address2": address2, "city": city, "state": state,
@@ -353,6 +368,8 @@ def modify_user_address(world: RetailWorld, user_id: str, address1: str, address
 ))
 def return_delivered_order_items(world: RetailWorld, order_id: str, item_ids: list[str],
                                  payment_method_id: str) -> Record:
+    """Return items of a delivered order, refunding them to the original payment method or a gift
+    card; returns the order."""
     order = _order(world, order_id)
     if order["status"] != "delivered":
         raise ToolError("Non-delivered order cannot be returned")
