@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 FRONT_DOORS = ("trace_gym.env", "trace_gym.interop", "trace_gym.agents.registry", "trace_gym.registry",
-               "trace_gym.cli.flags", "trace_gym.runconfig")
+               "trace_gym.cli.flags", "trace_gym.runconfig", "trace_gym.testing")
 
 
 @pytest.mark.parametrize("module", FRONT_DOORS)

@@ -1,8 +1,13 @@
 """The property-test kit: what every trace-gym env must satisfy, as library code.
 
-    from trace_gym.testing import run_kit, EnvRef
-    report = run_kit(EnvRef(env_id="trace/precondition_verification-v0"))
-    assert report.passed, report.failures()
+    >>> from trace_gym.testing import EnvRef, KitSettings, run_kit
+    >>> ref = EnvRef(env_id="trace/precondition_verification-v0")
+    >>> report = run_kit(ref, KitSettings(examples=5, oracle_seeds=5),
+    ...                  only=["gym_api", "oracle_solves", "rewards_in_range"])
+    >>> report.passed, [r.name for r in report.results], report.failures()
+    (True, ['gym_api', 'oracle_solves', 'rewards_in_range'], [])
+
+Without `only`, every property runs (`PROPERTIES`, about half a minute an env).
 
 The test suite runs it over every registered env; `trace-gym audit` runs it over generated
 code before any training. The kit always runs in a trusted process: generated code is loaded
