@@ -38,6 +38,7 @@ class GateConfig:
         require(self, "epochs", type(self.epochs) is int and self.epochs >= 1, "must be an integer >= 1")
         require(self, "warmup", isinstance(self.warmup, (int, float)) and 0 <= self.warmup < 1, "must be in [0, 1)")
         require(self, "max_tokens", type(self.max_tokens) is int and self.max_tokens >= 16, "must be an integer >= 16")
+        require(self, "seed", type(self.seed) is int and self.seed >= 0, "must be an integer >= 0")
 
 
 @dataclass(frozen=True)

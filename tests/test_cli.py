@@ -88,6 +88,9 @@ def test_counts_out_of_range_are_refused_naming_the_flag(capsys, argv, words):
     (["compose", "--adapters", "a", "--envs", "e", "--out", "x", "--epochs", "0"], "GateConfig.epochs=0 is invalid"),
     (["analyze", "x.jsonl", "--out", "x", "--workers", "0"], "AnalysisConfig.workers=0 is invalid"),
     (["analyze", "x.jsonl", "--out", "x", "--labeller", "oracle"], "AnalysisConfig.labeller='oracle' is invalid"),
+    (["tiny-agent", "build", "--seed", "-1"], "TinyAgentConfig.seed=-1 is invalid: must be an integer >= 0"),
+    (["audit", "trace/retail-v0", "--examples", "0", "--no-record"], "KitSettings.examples=0 is invalid"),
+    (["compose", "--adapters", "a", "--envs", "e", "--out", "x", "--seed", "-1"], "GateConfig.seed=-1 is invalid"),
     (["calibrate", "trace/retail-v0", "--mean", "0.5,0.1"], "Bands.mean_reward=(0.5, 0.1) is invalid"),
     (["calibrate", "trace/retail-v0", "--mean", "0.1,0.2,0.3"], "Bands.mean_reward=(0.1, 0.2, 0.3) is invalid"),
 ])

@@ -27,6 +27,7 @@ from typing import Any
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
 from trace_gym.trajectory import SCHEMA_VERSION, passed
+from trace_gym.worlds import DOMAINS
 
 
 def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -137,7 +138,7 @@ def import_results(path: str | Path) -> Iterator[dict[str, Any]]:
         yield {
             "schema_version": SCHEMA_VERSION,
             "id": f"tau2/{domain}/{task_id}/{trial}",
-            "env_id": f"tau2/{domain}",
+            "env_id": DOMAINS[domain].tau2_env_id if domain in DOMAINS else f"tau2/{domain}",
             "env_sha256": None,
             "seed": sim.get("seed"),
             "sample": trial,

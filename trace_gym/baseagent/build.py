@@ -56,7 +56,7 @@ class BaseAgentConfig:
     weak_kinds: tuple[str, ...] = ("compensation", "cancel_order")
     """Request kinds left out of the demonstrations, so the agent stays weak on them (the
     embedded default is weak on two kinds that always need precondition checks, so that
-    analysis has recurring failures to find); () for none."""
+    analysis has recurring failures to find); none: () in a config, '' as a flag."""
     weak_share: float = 0.0
     """Share of demonstrations with a weak kind that are kept anyway (in [0, 1])."""
     episodes: int = 72
@@ -127,9 +127,9 @@ class BaseAgentConfig:
                 "must be a number >= 0")
         require(self, "max_tokens", isinstance(self.max_tokens, int) and 256 <= self.max_tokens <= 8192,
                 "must be in 256..8192")
-        from trace_gym.targets import airline, retail
+        from trace_gym.worlds import DOMAINS
 
-        known = set(airline.KINDS) | set(retail.KINDS)
+        known = {kind for d in DOMAINS.values() for kind in d.kinds}
         bad = [k for k in self.weak_kinds if k not in known]
         require(self, "weak_kinds", not bad, f"unknown kind(s) {bad}; allowed: {', '.join(sorted(known))}")
 

@@ -105,10 +105,15 @@ class TinyAgentConfig:
         require(self, "warmup_steps", isinstance(self.warmup_steps, int) and self.warmup_steps >= 0,
                 "must be an integer >= 0")
         require(self, "threads", isinstance(self.threads, int) and self.threads >= 1, "must be an integer >= 1")
+        require(self, "seed", type(self.seed) is int and self.seed >= 0, "must be an integer >= 0")
+        require(self, "windows", isinstance(self.windows, bool), "must be true or false")
+        require(self, "batch_tokens", type(self.batch_tokens) is int and self.batch_tokens >= 1,
+                "must be an integer >= 1")
         require(self, "lr", isinstance(self.lr, (int, float)) and self.lr > 0, "must be a number > 0")
         require(self, "call_weight", isinstance(self.call_weight, (int, float)) and self.call_weight >= 0,
                 "must be a number >= 0")
-        require(self, "max_tokens", 256 <= self.max_tokens <= 8192, "must be in 256..8192")
+        require(self, "max_tokens", type(self.max_tokens) is int and 256 <= self.max_tokens <= 8192,
+                "must be an integer in 256..8192")
         object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
         known = {kind for d in DOMAINS.values() for kind in d.kinds}
         bad = [k for k in self.weak_kinds if k not in known]

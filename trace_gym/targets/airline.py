@@ -772,7 +772,7 @@ def generate_task(rng: Rng, config: TargetConfig,
                                       "reservation_id")
     name = f"{user['name']['first_name']} {user['name']['last_name']}"
     task = TargetTask(
-        domain="airline",
+        domain=DOMAIN.name,
         user_id=user["user_id"],
         identity={"user_id": f"My user id is {user['user_id']}."},
         requests=requests,

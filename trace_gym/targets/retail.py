@@ -486,7 +486,7 @@ def generate_task(rng: Rng, config: TargetConfig,
         identity = {"email": f"I don't remember which email I used. {name_zip}", "name_zip": name_zip}
         find_user = call("find_user_id_by_name_zip", first_name=first, last_name=last, zip=zip_code)
     task = TargetTask(
-        domain="retail",
+        domain=DOMAIN.name,
         user_id=user["user_id"],
         identity=identity,
         requests=requests,

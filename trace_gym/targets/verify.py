@@ -42,6 +42,7 @@ from trace_gym.targets.task import Request, TargetTask
 from trace_gym.targets.user import DECLINE, YES, follow_up
 from trace_gym.tools import ToolKind, Toolset
 from trace_gym.verdict import Check, Verdict, all_or_nothing
+from trace_gym.worlds import domain_named
 from trace_gym.worlds.world import World
 
 SUBJECT_ARGUMENTS = ("reservation_id", "order_id")
@@ -214,7 +215,7 @@ def _identification(task: TargetTask, initial_world: World, messages: list[Messa
     identified = next((i for i, m in enumerate(messages) if m["role"] == "user"
                        and any(a in (m.get("content") or "") for a in answers)), len(messages))
     user = initial_world.tables["users"].get(task.user_id, {})
-    theirs = {task.user_id, *user.get("reservations", ()), *user.get("orders", ())}
+    theirs = {task.user_id, *user.get(domain_named(task.domain).records, ())}
     early = [c.name for c in calls
              if c.index < identified and c.kind is ToolKind.READ and any(i in c.raw for i in theirs)
              and theirs.intersection(v for v in _values(c.arguments) if isinstance(v, str))]

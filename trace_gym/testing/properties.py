@@ -74,6 +74,11 @@ class KitSettings:
     only on the seeds one fixed sample visits. A non-negative integer."""
 
     def __post_init__(self) -> None:
+        for name in ("examples", "oracle_seeds", "episodes", "soundness_seeds", "distinct_seeds", "adversary_seeds",
+                     "wording_seeds", "gold_seeds"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise InvalidConfig(f"KitSettings.{name}={value!r} is invalid: must be an integer >= 1")
         if type(self.seed_base) is not int or self.seed_base < 0:
             raise InvalidConfig(f"KitSettings.seed_base={self.seed_base!r} is invalid: must be a non-negative "
                                 f"integer (the base every seed of the kit is drawn from), e.g. 0")

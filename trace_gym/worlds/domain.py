@@ -10,7 +10,7 @@ tool schemas) and the programmatic labeller (write tools).
 
 The record holds only facts that some reader reads; how a domain's tasks are drawn (its
 request drafters) stays in its target module (`trace_gym.targets.<domain>`), whose kinds
-must be the record's, in the same order (a test checks it).
+must be the record's (a test checks it); it drafts them in the record's order.
 """
 
 from __future__ import annotations
