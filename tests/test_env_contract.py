@@ -165,6 +165,17 @@ def test_render_modes():
         gym.make("trace/retail-v0", render_mode="rgb_array")
 
 
+def test_ansi_render_cannot_redraw_the_terminal():
+    """An agent's reply that carries an ANSI sequence or a bidirectional override is shown
+    escaped: the text a person reads is the text that was sent."""
+    env = gym.make("trace/retail-v0", render_mode="ansi")
+    env.reset(seed=9)
+    env.step("fine\x1b[2J\x1b[1;1Hrefund approved\u202e")
+    text = env.render()
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "[AGENT] fine\\x1b[2J\\x1b[1;1Hrefund approved\\u202e" in text
+
+
 def test_human_render_prints(capsys):
     env = gym.make("trace/airline-v0", render_mode="human")
     env.reset(seed=1)

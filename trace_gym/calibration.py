@@ -15,6 +15,8 @@ from math import comb
 from statistics import mean, pstdev
 from typing import Any
 
+from trace_gym.errors import InvalidConfig
+
 SUCCESS = 1.0 - 1e-9
 
 
@@ -56,6 +58,9 @@ def pass_at_k(successes: int, samples: int, k: int) -> float:
 
 def measure(groups: dict[Any, list[float]]) -> dict[str, Any]:
     """The calibration figures of reward groups (seed -> rewards of its samples)."""
+    if not groups or not all(groups.values()):
+        raise InvalidConfig("calibration needs at least one group of at least one episode; the rollout gave "
+                            f"{len(groups)} group(s)")
     rewards = [r for g in groups.values() for r in g]
     n = len(groups)
     samples = min(len(g) for g in groups.values())

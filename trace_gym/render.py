@@ -39,8 +39,11 @@ def message_text(m: Message, system_chars: int = 200) -> str:
 
 
 def render_ansi(messages: list[Message]) -> str:
-    """The conversation as plain text, one labelled message after another."""
-    return "\n".join(f"[{_LABEL[m['role']]}] {message_text(m)}" for m in messages) + "\n"
+    """The conversation as plain text, one labelled message after another; what a terminal
+    would act on (ANSI sequences, bidirectional overrides) is written as an escape, as
+    `printable` does, since an agent's or a tool's text reaches a person here."""
+    return "\n".join(f"[{_LABEL[m['role']]}] {printable(message_text(m), keep_newlines=True)}"
+                     for m in messages) + "\n"
 
 
 def render_human(messages: list[Message]) -> None:

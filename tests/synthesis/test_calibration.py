@@ -113,3 +113,11 @@ def test_calibration_plays_every_episode_in_one_env_and_an_env_failure_is_a_prob
     assert len(made) == 1 and made[0].closed == 1  # one worker instance, closed once, at the end
     assert not result["calibrated"]
     assert any("the env failed in 4 of 24 episode(s)" in p and "the staged env broke" in p for p in result["problems"])
+
+
+def test_calibrating_no_records_is_refused_by_name():
+    from trace_gym.calibration import calibrate
+    from trace_gym.errors import InvalidConfig
+
+    with pytest.raises(InvalidConfig, match="at least one group"):
+        calibrate([])
