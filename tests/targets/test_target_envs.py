@@ -150,9 +150,9 @@ def test_tasks_record_the_capabilities_they_need_once_over(env_id):
         if len(requests) > 1:
             assert cap.MULTI_STEP in info["capabilities_needed"]
         for request in requests:  # the hint's table covers what each request needs
-            assert set(request.capabilities) <= set(tasks.CAN_NEED[request.kind]), (seed, request.kind)
+            assert set(request.capabilities) <= set(tasks.DOMAIN.can_need[request.kind]), (seed, request.kind)
             if request.kind in tasks.FORBIDDABLE:
-                assert cap.PRECONDITION in tasks.CAN_NEED[request.kind]
+                assert cap.PRECONDITION in tasks.DOMAIN.can_need[request.kind]
     assert seen == set(cap.ALL)
 
 

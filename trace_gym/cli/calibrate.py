@@ -15,8 +15,7 @@ HELP = "check an env's difficulty bands for a base policy"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags (the bands' from `Bands`)."""
-    add_rollout_flags(p, split="train", workers_default=max(1, os.cpu_count() or 1))
-    p.add_argument("--seeds", default="0:100", help="A:B, indices into the split")
+    add_rollout_flags(p, split="train", seeds="0:100", workers_default=max(1, os.cpu_count() or 1))
     p.add_argument("--samples", type=COUNT, default=16, help="samples per seed (a GRPO group)")
     p.add_argument("--out", help="trajectory file (default: runs/calibration/...-<run fingerprint>.jsonl)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

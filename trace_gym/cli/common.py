@@ -121,10 +121,14 @@ def in_flight(args: argparse.Namespace) -> int:
     return LOCAL_IN_FLIGHT if policy_entry(args.policy).local else max(1, os.cpu_count() or 1)
 
 
-def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", workers_default: int | None = None) -> None:
-    """The flags of a command that rolls a policy out on an env: env id, seeds, split,
-    workers, hint, progress, the run configuration's env knobs, and the policy's flags."""
+def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", seeds: str | None = None,
+                      workers_default: int | None = None) -> None:
+    """The flags of a command that rolls a policy out on an env: env id, seeds (required
+    unless `seeds` gives a default), split, workers, hint, progress, and the run
+    configuration's env knobs."""
     p.add_argument("env_id", help="environment id, e.g. trace/airline-v0")
+    p.add_argument("--seeds", required=seeds is None, default=seeds,
+                   help="A:B, indices into the split (seed = split start + index)")
     p.add_argument("--split", default=split, choices=["train", "test"])
     p.add_argument("--workers", type=COUNT, default=workers_default,
                    help="episodes in flight at once (a local model's batch, default "

@@ -15,7 +15,6 @@ HELP = "roll out and report pass rate, pass^k, mean reward"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags."""
     add_rollout_flags(p, split="test")
-    p.add_argument("--seeds", required=True, help="A:B, indices into the split (seed = split start + index)")
     p.add_argument("--trials", type=COUNT, default=1, help="episodes per seed (for pass^k)")
     p.add_argument("--out", help="where the trajectories go (default: runs/eval/...-<run fingerprint>.jsonl)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")

@@ -14,7 +14,6 @@ HELP = "play a policy on many seeds; append trajectory records"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags."""
     add_rollout_flags(p, split="train")
-    p.add_argument("--seeds", required=True, help="A:B, indices into the split (seed = split start + index)")
     p.add_argument("--samples", type=COUNT, default=1, help="episodes per seed")
     p.add_argument("--out", required=True, help="JSON Lines file (appended; a rerun with the same settings "
                    "resumes, other settings are refused)")

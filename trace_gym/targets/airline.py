@@ -735,12 +735,6 @@ KINDS: dict[str, Callable[[Draft, bool], Request]] = {  # the drafter of each of
 }
 FORBIDDABLE = frozenset({"cancel_reservation", "change_flight", "change_cabin", "baggage",
                          "update_passengers", "compensation"})
-CAN_NEED = DOMAIN.can_need
-"""Kind -> every capability a request of the kind can need (the domain record's `can_need`,
-whose order is the order kinds are drawn in; `KINDS` has a drafter for each)."""
-PLAN_STEPS = DOMAIN.plan_steps
-"""The most oracle turns a request takes besides the lookups that find its record (the
-domain record's `plan_steps`)."""
 
 
 def generate_task(rng: Rng, config: TargetConfig,
