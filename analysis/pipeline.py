@@ -106,8 +106,11 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
     log(f"{len(records)} trajectories: {sum(passed.values())} passed, {len(records) - sum(passed.values())} failed")
     labelling = None
     if config.labeller == "programmatic":
-        definitions = dict(cap.DESCRIPTIONS)
-        runs = [programmatic.label_all(records, list(cap.ALL)) for _ in range(config.runs)]
+        # Only the capabilities some record's task can need: customer-service runs are not
+        # reported on the coding capabilities (all NA), nor SWE-bench runs on the others.
+        known = [c for c in cap.ALL if any(c in (r.get("capabilities_needed") or ()) for r in records)]
+        definitions = {c: cap.DESCRIPTIONS[c] for c in known or cap.ALL}
+        runs = [programmatic.label_all(records, list(definitions)) for _ in range(config.runs)]
         usage = None
     elif config.labeller == "llm":
         from trace_gym.analysis.labelling import label_runs, run_seed

@@ -1,4 +1,5 @@
-"""The programmatic labeller, for trace-gym's own target envs (no LLM).
+"""The programmatic labeller, for trace-gym's own target envs and imported SWE-bench runs
+(`trace-gym import-swebench`), no LLM.
 
 It reads only the trajectory record: the capabilities the task records as needed, the
 verdict's checks and what the agent did. For a capability the task did not need: NA. For a
@@ -21,7 +22,14 @@ capability is LACKING when the trajectory shows its failure mode, else PRESENT:
 - multi_step_task_completion: the conversation did not end with the customer satisfied
   (the step limit was hit, the agent transferred them, or they gave up) and no required
   information or refusal check failed: a conversation that derails because the agent never
-  told a figure or never named a rule is put down to that, the more specific failure.
+  told a figure or never named a rule is put down to that, the more specific failure;
+- code_localization (coding): the verdict's `localized` check failed: the agent's change left
+  out a file the fix needs (coding-v0: the file holding the bug; an imported SWE-bench run,
+  `trace_gym.swebench`: a file of the gold patch). A record without the check (no gold patch
+  known) is PRESENT;
+- issue_reproduction (coding): the verdict's `reproduced` check failed: the agent edited the
+  code before running any (no reproduction of the issue first). A record without it is
+  PRESENT.
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ WRITE_TOOLS = frozenset().union(*(d.write_tools for d in DOMAINS.values()))
 """The write tools of every domain record: a call to one is a write, whichever target it was made on."""
 PRECONDITION_CHECKS = ("refusal", "forbidden_write", "confirmation", "identification")
 """Verdict checks (name prefixes) whose failure shows a precondition left unchecked."""
+CODING_CHECKS = {cap.LOCALIZATION: "localized", cap.REPRODUCTION: "reproduced"}
+"""The verdict check whose failure shows each coding capability lacking (coding-v0 and
+`trace-gym import-swebench` both emit them, with credit 0)."""
 
 
 def _writes(record: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -60,6 +71,8 @@ def lacking(record: dict[str, Any], capability: str) -> bool:
     """Whether a failed trajectory shows the failure mode of `capability` (the rules of the module
     docstring)."""
     failed = _failed_checks(record)
+    if capability in CODING_CHECKS:
+        return CODING_CHECKS[capability] in failed
     writes = _writes(record)
     if capability == cap.PRECONDITION:
         return any(name.startswith(PRECONDITION_CHECKS) for name in failed)

@@ -37,9 +37,9 @@ class Step:
 
 
 def _capability_envs() -> list[str]:
-    from trace_gym.capabilities import ALL
+    from trace_gym.capabilities import CUSTOMER_SERVICE
 
-    return [f"trace/{name}-v0" for name in ALL]
+    return [f"trace/{name}-v0" for name in CUSTOMER_SERVICE]
 
 
 def _player(temperature: float) -> str:

@@ -36,6 +36,7 @@ CASES = [
     ("calibrate trace/nope-v0", "unknown environment"),
     ("import-tau2 {d}/missing.json --out {d}/t.jsonl", "cannot read a tau2 results file"),
     ("import-tau2 {d}/bad.json --out {d}/t.jsonl", "cannot read a tau2 results file"),
+    ("import-swebench {d}/missing.traj --report {d}/bad.json --out {d}/s.jsonl", "bad.json: line 2: not valid JSON"),
     ("train --env trace/nope-v0 --out {d}/tr", "unknown environment"),
     ("train --env trace/retail-v0 --out {d}/tr --config {d}/bad.toml", "bad.toml is not valid TOML"),
     ("train --env trace/retail-v0 --out {d}/tr --config {d}/missing.toml", "no run configuration at"),

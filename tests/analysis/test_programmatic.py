@@ -1,5 +1,6 @@
 """The programmatic labeller's rule, and the whole analysis on agents made weak on one
-capability: it selects that capability and no other."""
+capability: it selects that capability and no other (on trace-gym's own targets, and on
+imported SWE-bench runs for the coding capabilities)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from trace_gym import capabilities as cap
 from trace_gym.agents.base import OraclePolicy
 from trace_gym.analysis.pipeline import AnalysisConfig, analyze
 from trace_gym.analysis.programmatic import label
+from trace_gym.cli import main
 from trace_gym.rollout import rollout
 from trace_gym.targets.user import CONFIRM_CUES
 
@@ -106,3 +108,65 @@ def test_analysis_selects_what_the_agent_was_left_weak_on(tmp_path, weak):
     status = {c["name"]: c["status"] for c in data["capabilities"]}
     assert status[weak] == "SHIPPED"  # the shipped env has exactly this name
     assert data["trajectories"]["failed"] > 0 and data["trajectories"]["passed"] > 0
+
+
+def _coding(passed, checks, needed=cap.CODING):
+    return _record(passed, list(needed), checks, termination="submitted")
+
+
+@pytest.mark.parametrize("checks, expected", [
+    # (the verdict's checks, the labels of code_localization and issue_reproduction)
+    ([("f2p:t", False), ("localized", False), ("reproduced", True)], ("LACKING", "PRESENT")),
+    ([("f2p:t", False), ("localized", True), ("reproduced", False)], ("PRESENT", "LACKING")),
+    ([("f2p:t", False), ("localized", False), ("reproduced", False)], ("LACKING", "LACKING")),
+    ([("f2p:t", False), ("localized", True), ("reproduced", True)], ("PRESENT", "PRESENT")),
+    ([("resolved", False), ("reproduced", True)], ("PRESENT", "PRESENT")),  # no gold patch: localization unknown
+    ([("f2p:t", False), ("p2p:localized", False), ("reproduced", True)], ("PRESENT", "PRESENT")),  # exact names only
+])
+def test_coding_rules(checks, expected):
+    record = _coding(False, checks)
+    assert (label(record, cap.LOCALIZATION), label(record, cap.REPRODUCTION)) == expected
+    # a passed run has what it needed; a capability not needed is NA, both ways round
+    assert {label(_coding(True, checks), c) for c in cap.CODING} == {"PRESENT"}
+    assert {label(record, c) for c in cap.CUSTOMER_SERVICE} == {"NA"}
+    assert {label(_coding(False, checks, needed=cap.CUSTOMER_SERVICE), c) for c in cap.CODING} == {"NA"}
+
+
+def test_the_customer_service_rules_ignore_the_coding_checks():
+    record = _record(False, list(cap.CUSTOMER_SERVICE), [("database", True), ("localized", False), ("reproduced", False)])
+    assert {c: label(record, c) for c in cap.CUSTOMER_SERVICE} == dict.fromkeys(cap.CUSTOMER_SERVICE, "PRESENT")
+
+
+def _swebench_runs(tmp_path, weak):
+    """20 OpenHands SWE-bench runs graded by a report.json: 6 resolved, 14 not, of which 10
+    fail the way an agent lacking `weak` does and 4 fix the right file after reproducing."""
+    from tests.test_swebench_import import WORKSPACE, Events, diff, instance_report, openhands_row, write, write_jsonl
+
+    rows, resolved = [], {}
+    for i in range(20):
+        instance_id = f"pkg__pkg-{i}"
+        ok, bad = i < 6, i >= 10
+        events = Events().run("grep -rn 'def succ' pkg", "pkg/core.py:1:def succ(x):")
+        fixed = "pkg/util.py" if bad and weak == cap.LOCALIZATION else "pkg/core.py"
+        if bad and weak == cap.REPRODUCTION:
+            events.edit(f"{WORKSPACE}/{fixed}").run("python -m pytest tests", "1 passed")
+        else:
+            events.edit("/workspace/reproduce.py", command="create", text="from pkg import core\nprint(core.succ(2))")
+            events.run("python /workspace/reproduce.py", "1").edit(f"{WORKSPACE}/{fixed}")
+        rows.append(openhands_row(instance_id, events.finish(), diff(fixed), gold=diff("pkg/core.py")))
+        resolved[instance_id] = ok
+    source = write_jsonl(tmp_path / "openhands" / "output.jsonl", rows)
+    report = write(tmp_path / "report.json", instance_report(resolved))
+    out = tmp_path / "swebench.jsonl"
+    assert main(["import-swebench", source, "--report", report, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("weak", cap.CODING)
+def test_analysis_of_imported_swebench_runs_selects_the_coding_capability_they_lack(tmp_path, weak):
+    data = analyze([_swebench_runs(tmp_path, weak)], tmp_path / "analysis", AnalysisConfig(), log=lambda m: None)
+    selected = {c["name"] for c in data["capabilities"] if c["passes_consistency"]}
+    assert selected == {weak}
+    assert data["trajectories"] == {"passed": 6, "failed": 14}
+    chosen = next(c for c in data["capabilities"] if c["name"] == weak)
+    assert chosen["mean_cov"] == pytest.approx(10 / 14) and chosen["example_failed_ids"]

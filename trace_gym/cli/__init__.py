@@ -9,6 +9,7 @@
     trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
     trace-gym calibrate ENV_ID --policy ... [--seeds A:B] [--samples K] [--mean LO,HI] ...
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
+    trace-gym import-swebench FILES... --report PATH [--dataset PATH] [--skip-missing] --out FILE.jsonl
     trace-gym analyze RUNS... --out DIR [--labeller programmatic|llm] [--runs N] [--k K] ...
     trace-gym synthesize SELECTED.json [--base-url URL] [--model M] [--policy ...] ...
     trace-gym train --env ENV_ID [--base PATH] --out DIR [--config FILE] [--resume] [any GRPOConfig field]
@@ -36,6 +37,7 @@ from trace_gym.cli import (
     calibrate,
     compose,
     evaluate,
+    import_swebench,
     import_tau2,
     list_envs,
     pipeline,
@@ -46,8 +48,8 @@ from trace_gym.cli import (
 )
 from trace_gym.errors import TraceGymError
 
-COMMANDS = (list_envs, play, audit, rollout, evaluate, calibrate, import_tau2, analyze, synthesize, train, compose,
-            pipeline, base_agent)
+COMMANDS = (list_envs, play, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze, synthesize,
+            train, compose, pipeline, base_agent)
 """Every command module, in the order `trace-gym --help` lists them. Adding a command is one
 module and one entry here."""
 
