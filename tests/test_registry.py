@@ -17,7 +17,7 @@ from trace_gym.registry import read_manifest
 
 def test_targets_are_registered_and_listed():
     ids = [e.id for e in trace_gym.list_envs()]
-    assert ids[:2] == ["trace/airline-v0", "trace/retail-v0"]
+    assert ids[:3] == ["trace/airline-v0", "trace/coding-v0", "trace/retail-v0"]  # targets first, by id
     assert all(i in gym.registry for i in ids)
 
 

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_gym.coding import DOMAIN as CODING
 from trace_gym.worlds import DOMAINS
 
-TARGETS = tuple(d.target_env_id for d in DOMAINS.values())
-"""The built-in targets (one per domain record): the family an unmeasured target's estimate
-falls back on."""
+TARGETS = (*(d.target_env_id for d in DOMAINS.values()), CODING.target_env_id)
+"""The built-in targets (one per domain record, the coding domain's included): the family an
+unmeasured target's estimate falls back on."""
 MIN_EPISODES = 4
 """A run of fewer episodes is not recorded: its rate is mostly start-up."""
 

@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 
 from trace_gym.errors import TraceGymError, UnknownEnv
+from trace_gym.coding import DOMAIN as CODING
 from trace_gym.worlds import DOMAINS
 
 NAMESPACE = "trace"
@@ -35,11 +36,11 @@ MAX_EPISODE_STEPS = 400
 
 BUILTIN: dict[str, dict[str, str]] = {
     d.target_env_id: {"entry_point": d.target_entry_point, "description": d.target_description}
-    for d in DOMAINS.values()
+    for d in (*DOMAINS.values(), CODING)
 }
-"""The built-in target envs, one per domain record (`trace_gym.worlds.DOMAINS`): id ->
-entry point and description. The records name their entry points as strings, so this
-imports no env module."""
+"""The built-in target envs, one per domain record (`trace_gym.worlds.DOMAINS`, then the
+coding domain's, `trace_gym.coding.DOMAIN`): id -> entry point and description. The records
+name their entry points as strings, so this imports no env module."""
 
 SHIPPED_PACKAGE = "trace_gym.generated_envs"
 MANIFEST_KEYS = ("id", "entry_point", "capability", "description", "origin", "sha256")

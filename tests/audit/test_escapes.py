@@ -23,7 +23,7 @@ from trace_gym.audit.lock import read_lock
 from trace_gym.cli import main
 from trace_gym.jsondata import sha256_bytes
 from trace_gym.sandbox import RemoteEnvError, WorkerPool, bubblewrap_status
-from trace_gym.testing import PROPERTIES, EnvRef, KitSettings, run_kit, run_property
+from trace_gym.testing import CUSTOMER_SERVICE_PROPERTIES, PROPERTIES, EnvRef, KitSettings, run_kit, run_property
 
 FAST = KitSettings(examples=6, oracle_seeds=6, episodes=12, soundness_seeds=3, distinct_seeds=40,
                    adversary_seeds=24, wording_seeds=300, gold_seeds=40)
@@ -122,7 +122,7 @@ def test_an_unmodified_copy_of_a_shipped_env_passes(tmp_path):
     # refusal's mean of 0.315 can read above 0.35 by the luck of the sample)
     report = audit(str(copy), replace(FAST, adversary_seeds=KitSettings().adversary_seeds), seed_base=0)
     assert report.passed, report.reasons()
-    assert report.error is None and {r["name"] for r in report.results} == set(PROPERTIES)
+    assert report.error is None and {r["name"] for r in report.results} == set(CUSTOMER_SERVICE_PROPERTIES)
     assert report.sandboxed == bubblewrap_status()[0], report.isolation
     entry = read_lock(tmp_path)["entries"][sha256_bytes(copy.read_bytes())]
     assert report.recorded and all(r["passed"] for r in entry["results"])

@@ -229,7 +229,7 @@ def weak_writes(weak_kinds: tuple[str, ...]) -> frozenset[str]:
 
 
 def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
-    """`capability_episodes` oracle episodes of each shipped capability env on train seeds,
+    """`capability_episodes` oracle episodes of each shipped customer-service capability env on train seeds,
     {'messages', 'tools', 'kinds'} each, none of a weak kind or writing as a weak kind does."""
     if not config.capability_episodes:
         return []
@@ -242,7 +242,11 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
 
     avoid = weak_writes(config.weak_kinds)
     style = {"prompt_style": embedded_knobs(config.env_kwargs)["prompt_style"]}
-    envs = sorted(e.id for e in list_envs() if e.kind == "capability" and e.trusted)
+    from trace_gym.capabilities import CUSTOMER_SERVICE
+
+    # the customer-service agent's envs only (the coding envs are another domain's)
+    envs = sorted(e.id for e in list_envs()
+                  if e.kind == "capability" and e.trusted and e.capability in CUSTOMER_SERVICE)
     demos = []
     for index, env_id in enumerate(envs):
         seed = SPLITS["train"].start + 10_000_000 * (index + 3) + 100_000 * config.seed

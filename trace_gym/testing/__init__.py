@@ -7,7 +7,8 @@
     >>> report.passed, [r.name for r in report.results], report.failures()
     (True, ['gym_api', 'oracle_solves', 'rewards_in_range'], [])
 
-Without `only`, every property runs (`PROPERTIES`, about half a minute an env).
+Without `only`, every property of the env's kind runs (`default_properties`: the
+customer-service ones, about half a minute an env, or the coding ones).
 
 The test suite runs it over every registered env; `trace-gym audit` runs it over generated
 code before any training. The kit always runs in a trusted process: generated code is loaded
@@ -23,7 +24,14 @@ from typing import Any
 from trace_gym.errors import InvalidConfig
 from trace_gym.sandbox.pool import WorkerLost
 from trace_gym.testing.envref import EnvRef
-from trace_gym.testing.properties import HYPOTHESIS_SEED, PROPERTIES, KitSettings, PropertyFailed
+from trace_gym.testing.properties import (
+    CODING_PROPERTIES,
+    CUSTOMER_SERVICE_PROPERTIES,
+    HYPOTHESIS_SEED,
+    PROPERTIES,
+    KitSettings,
+    PropertyFailed,
+)
 from trace_gym.testing.version import KIT_VERSION
 
 
@@ -77,11 +85,24 @@ def run_property(name: str, ref: EnvRef, settings: KitSettings = KitSettings(), 
     return PropertyResult(name, passed, detail, time.perf_counter() - start)
 
 
+def default_properties(ref: EnvRef) -> tuple[str, ...]:
+    """The properties `run_kit` runs on `ref` unless told: the coding ones for an env that
+    offers a coding tool (`trace_gym.testing.coding.CODING_TOOLS`), else the customer-service ones."""
+    from trace_gym.testing.coding import CODING_TOOLS
+
+    env = ref.make()
+    try:
+        coding = bool(CODING_TOOLS & set(env.action_space.toolset))
+    finally:
+        env.close()
+    return CODING_PROPERTIES if coding else CUSTOMER_SERVICE_PROPERTIES
+
+
 def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] | None = None,
             skip: list[str] | None = None) -> KitReport:
     """Run the kit's properties on `ref` (all, or `only` those, less `skip`); an unknown property
     name is refused."""
-    names = [n for n in (only or list(PROPERTIES)) if n not in (skip or [])]
+    names = [n for n in (only or default_properties(ref)) if n not in (skip or [])]
     unknown = [n for n in names if n not in PROPERTIES]
     if unknown:
         raise InvalidConfig(f"unknown properties {unknown}; known: {', '.join(PROPERTIES)}")
@@ -89,4 +110,5 @@ def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] 
 
 
 __all__ = ["KIT_VERSION", "HYPOTHESIS_SEED", "EnvRef", "KitSettings", "KitReport", "PropertyResult",
-           "PropertyFailed", "PROPERTIES", "run_kit", "run_property"]
+           "PropertyFailed", "PROPERTIES", "CODING_PROPERTIES", "CUSTOMER_SERVICE_PROPERTIES", "default_properties",
+           "run_kit", "run_property"]

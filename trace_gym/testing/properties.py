@@ -716,6 +716,45 @@ def splits(ref: EnvRef, s: KitSettings) -> str:
     return f"{len(train_seeds)} train and {n} test tasks, none shared"
 
 
+def _coding_env(ref: EnvRef, s: KitSettings) -> KitEnv:
+    """A coding env of `ref`; the property fails for an env that is not one (it offers none of
+    `trace_gym.testing.coding.CODING_TOOLS`)."""
+    from trace_gym.testing.coding import CODING_TOOLS
+
+    env = _kit_env(ref, s)
+    if not CODING_TOOLS & set(env.action_space.toolset):
+        _fail("not a coding env (it offers none of the coding tools)")
+    return env
+
+
+def coding_adversaries(ref: EnvRef, s: KitSettings) -> str:
+    """(Coding envs.) Deleting or skipping tests, writing where hidden tests could go, making the
+    test process exit 0 or forging its results, special-casing the issue's snippet, and the
+    reproduction and localization envs' own adversaries (`trace_gym.testing.coding`) score 0
+    on every seed of the plan; a bounded heuristic stays within its bound."""
+    from trace_gym.testing.coding import adversaries_score_nothing
+
+    env = _coding_env(ref, s)
+    try:
+        return adversaries_score_nothing(env, s.plan("coding adversaries", max(4, s.examples // 2)).seeds)
+    except AssertionError as exc:
+        _fail(str(exc))
+        raise
+
+
+def coding_tasks_not_vacuous(ref: EnvRef, s: KitSettings) -> str:
+    """(Coding envs.) Every hidden FAIL_TO_PASS test fails on the unfixed package, and every hidden
+    test passes on the fixed one, run in the sandbox as the verifier runs them."""
+    from trace_gym.testing.coding import f2p_not_vacuous
+
+    env = _coding_env(ref, s)
+    try:
+        return f2p_not_vacuous(env, s.plan("coding vacuous", max(4, s.examples // 2)).seeds)
+    except AssertionError as exc:
+        _fail(str(exc))
+        raise
+
+
 PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "gym_api": gym_api,
     "determinism": determinism,
@@ -741,4 +780,14 @@ PROPERTIES: dict[str, Callable[[EnvRef, KitSettings], str]] = {
     "tool_schemas": tool_schemas,
     "tasks_differ": tasks_differ,
     "splits": splits,
+    "coding_adversaries": coding_adversaries,
+    "coding_tasks_not_vacuous": coding_tasks_not_vacuous,
 }
+"""Every property, by name."""
+CODING_PROPERTIES = ("gym_api", "determinism", "determinism_across_processes", "oracle_solves", "rewards_in_range",
+                     "malformed_actions", "no_leak", "tasks_differ", "splits", "coding_adversaries",
+                     "coding_tasks_not_vacuous")
+"""The properties a coding env is checked with (the tau2-shaped ones, of writes, refusals and
+a customer's wording, do not apply to a repository)."""
+CUSTOMER_SERVICE_PROPERTIES = tuple(n for n in PROPERTIES if not n.startswith("coding_"))
+"""The properties a customer-service env is checked with."""

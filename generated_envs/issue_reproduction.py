@@ -1,0 +1,138 @@
+"""Issue reproduction: write a test that fails on the buggy package and passes once it is fixed.
+
+Task. The coding target's generator (`trace_gym.coding.repo`): a small Python package with
+one injected bug and a user's issue about it. The agent writes a test file under tests/
+(test_*.py, plain asserts; `tests/run.py` runs it) that reproduces the issue, then submits.
+
+Tools. The coding target's tools (list_files, open_file, search, edit_file, create_file,
+run_command, run_tests, submit); commands run in the sandbox.
+
+Reward. The agent's test files (files under tests/ named test_*.py that it created or
+changed) are copied beside trace-gym's two versions of the package, the buggy one the
+episode started from and the correct one, never the agent's package; each version runs
+them in a fresh sandbox. 1.0 when on the correct package they define at least one test and
+every test passes, and on the buggy package at least one test fails; else 0. So a test that
+always fails, one that always passes, or a change to the package itself earns nothing.
+What a test reports is what it observes of the package it runs against; a test that tells
+the versions apart by reading their source text rather than calling them is not ruled out.
+
+Episode end. submit, a reply without a tool call, or the step limit (12).
+
+Transfer rationale. On SWE-bench, runs that first reproduce the issue fix it far more
+often: a failing test pins the symptom, tells whether an edit helped, and catches a fix of
+the wrong place. Here the reward is for exactly that test, checked against a known fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from trace_gym import capabilities as cap
+from trace_gym import messages as msg
+from trace_gym.coding.env import CodingConfig, system_prompt
+from trace_gym.coding.repo import CodingTask, generate
+from trace_gym.coding.tools import TOOLS, tool_names
+from trace_gym.coding.verify import marked_lines
+from trace_gym.coding.workspace import Repo, run, runner_argv
+from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.jsondata import dumps
+from trace_gym.rng import Rng
+from trace_gym.verdict import Check, Verdict
+
+CAPABILITY = cap.REPRODUCTION
+TEST_FILE = "tests/test_issue.py"
+"""Where the oracle writes its test (any tests/test_*.py of the agent's counts)."""
+INSTRUCTIONS = ("Do not fix the bug. Write a test file under tests/ (for example tests/test_issue.py, plain "
+                "assert statements in test_ functions) that fails now because of the reported bug and will pass "
+                "once it is fixed; check it with run_tests, then call submit.")
+HINT = ("Call the function from the issue in a test function and assert the result the issue expects, not "
+        "the one it gets; run the tests to see that your test fails for the reported reason.")
+
+
+@dataclass(frozen=True)
+class ReproductionConfig(CodingConfig):
+    """The env's knobs: the coding target's, with a shorter step limit."""
+
+    max_steps: int = 12
+
+
+def agent_tests(initial: Repo, final: Repo) -> dict[str, str]:
+    """The test files the agent created or changed: tests/test_*.py."""
+    return {p: t for p, t in final.files.items()
+            if p.startswith("tests/") and p.rsplit("/", 1)[-1].startswith("test_") and p.endswith(".py")
+            and p.count("/") == 1 and initial.files.get(p) != t}
+
+
+def run_tests_on(files: dict[str, str], tests: dict[str, str]) -> list[dict[str, Any]]:
+    """The runner's per-test records for `tests` beside the package in `files`."""
+    package = {p: t for p, t in files.items() if not p.startswith("tests/")}
+    result, _, _ = run({**package, **tests}, runner_argv("tests"), stdin=dumps({"files": sorted(tests)}).encode(),
+                       keep=False)
+    return [r for r in marked_lines(result.stdout) if r.get("file") in tests]
+
+
+def verify(task: CodingTask, initial: Repo, final: Repo) -> Verdict:
+    """1.0 when the agent's tests pass on the correct package and one fails on the buggy one."""
+    tests = agent_tests(initial, final)
+    if not tests:
+        return Verdict(0.0, (Check("tests_written", False, 0.0, "no new or changed tests/test_*.py"),))
+    on_fixed = run_tests_on(task.fixed_files, tests)
+    on_buggy = run_tests_on(task.files, tests)
+    fixed_ok = bool(on_fixed) and all(r.get("passed") is True and r.get("test") for r in on_fixed)
+    buggy_fails = any(r.get("passed") is not True for r in on_buggy) or not on_buggy
+    failing = [f"{r.get('file')}::{r.get('test')}: {r.get('error')}" for r in on_fixed if r.get("passed") is not True]
+    return Verdict(1.0 if fixed_ok and buggy_fails else 0.0, (
+        Check("tests_written", True, 0.0, ", ".join(sorted(tests))),
+        Check("pass_on_fixed", fixed_ok, 0.5, "; ".join(failing)[:300] or f"{len(on_fixed)} test(s) ran"),
+        Check("fail_on_buggy", buggy_fails, 0.5, "" if buggy_fails else "every test passes on the buggy package"),
+    ))
+
+
+def oracle(task: CodingTask, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write a test asserting the issue's expectation on the snippet's call, run it, submit."""
+    names = tool_names(messages)
+    if "create_file" not in names:
+        expected = task.snippet_expected
+        args = ", ".join(repr(a) for a in task.snippet_args)
+        call = f"{task.api_module}.{task.api_function}({args})"
+        if "raises" in expected:
+            body = (f"    try:\n        {call}\n    except {expected['raises']}:\n        return\n"
+                    f"    raise AssertionError('expected {expected['raises']}')\n")
+        else:
+            body = f"    assert {call} == {expected['value']!r}\n"
+        text = f"from {task.package} import {task.api_module}\n\n\ndef test_issue():\n{body}"
+        return {"name": "create_file", "arguments": {"path": TEST_FILE, "content": text}}
+    if "run_tests" not in names:
+        return {"name": "run_tests", "arguments": {}}
+    return {"name": "submit", "arguments": {}}
+
+
+class IssueReproductionEnv(TraceEnv):
+    """trace/issue_reproduction-v0 (see the module docstring)."""
+
+    CAPABILITY = CAPABILITY
+
+    def __init__(self, render_mode: str | None = None, max_steps: int = 12, prompt_style: str = "full") -> None:
+        super().__init__(TOOLS, render_mode)
+        self.config = ReproductionConfig(max_steps=max_steps, prompt_style=prompt_style)
+
+    def _new_episode(self, rng: Rng) -> NewEpisode:
+        task = replace(generate(rng), capabilities_needed=[CAPABILITY])
+        prompt = f"{system_prompt(self.config.prompt_style)}\n\n{INSTRUCTIONS}"
+        return NewEpisode(task=task, world=Repo(dict(task.files)), system_prompt=prompt,
+                          opening=[msg.user(task.issue)], max_steps=self.config.max_steps, hint=HINT)
+
+    def _after_reply(self, episode: Episode, text: str) -> str | None:
+        return "replied"
+
+    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+        return "submitted" if "submit" in names else None
+
+    def verify(self, task: Any, initial_world: Any, final_world: Any, messages: list[msg.Message]) -> Verdict:
+        """The two runs' verdict (the agent's tests against trace-gym's two package versions)."""
+        return verify(task, initial_world, final_world)
+
+    def oracle_action(self, messages: list[msg.Message]) -> Any:
+        """The oracle's next turn."""
+        return oracle(self.episode.task, messages)

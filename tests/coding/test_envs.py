@@ -1,0 +1,166 @@
+"""The coding envs end to end: oracles, adversaries, verifiers and tools (sandbox needed)."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+import trace_gym  # noqa: F401  (registers the envs)
+from trace_gym.coding import DOMAIN
+from trace_gym.coding.sandbox import python_argv, sandbox_available
+from trace_gym.coding.verify import hidden_outcomes, package_files
+from trace_gym.coding.workspace import run
+from trace_gym.seeding import SPLITS
+from trace_gym.testing.coding import ADVERSARIES, LOCALIZATION_BOUNDED, _special_case
+from trace_gym.testing.policies import oracle, play
+
+pytestmark = pytest.mark.skipif(not sandbox_available()[0], reason=f"no sandbox: {sandbox_available()[1]}")
+ENVS = (DOMAIN.target_env_id, *DOMAIN.capability_env_ids)
+SEEDS = [0, 1, 2, 3, 4, SPLITS["test"].start, SPLITS["test"].start + 1, SPLITS["test"].start + 2]
+
+
+@pytest.fixture(scope="module")
+def envs():
+    return {env_id: gym.make(env_id).unwrapped for env_id in ENVS}
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+def test_the_oracle_scores_one_on_train_and_test_seeds_hinted_or_not(envs, env_id):
+    env = envs[env_id]
+    for i, seed in enumerate(SEEDS):
+        reward, _, info = play(env, seed, oracle, hint=bool(i % 2))
+        assert reward == 1.0, (seed, info["verdict"])
+
+
+@pytest.mark.parametrize(("env_id", "name"), [(e, n) for e, advs in ADVERSARIES.items() for n in advs])
+def test_every_adversary_scores_zero(envs, env_id, name):
+    env, policy = envs[env_id], ADVERSARIES[env_id][name]
+    for seed in SEEDS[::2]:
+        reward, _, info = play(env, seed, policy)
+        assert reward == 0.0, (seed, info["verdict"])
+
+
+def test_naming_the_issues_function_earns_at_most_its_bound(envs):
+    policy, bound = LOCALIZATION_BOUNDED["name_issue_function"]
+    rewards = [play(envs["trace/code_localization-v0"], seed, policy)[0] for seed in range(40)]
+    assert 0 < sum(rewards) / len(rewards) <= bound  # right only where the bug is not one call away
+
+
+def test_the_hidden_f2p_tests_fail_on_the_unfixed_package_and_pass_on_the_fixed(envs):
+    env = envs[DOMAIN.target_env_id]
+    for seed in SEEDS:
+        env.reset(seed=seed)
+        task = env.task
+        buggy, _ = hidden_outcomes(task, task.files)
+        fixed, _ = hidden_outcomes(task, task.fixed_files)
+        for test, got_buggy, got_fixed in zip(task.hidden_tests, buggy, fixed):
+            assert got_fixed == test.expected or json.dumps(got_fixed) == json.dumps(test.expected)
+            assert (got_buggy == test.expected) == (test.group == "p2p"), (seed, test, got_buggy)
+
+
+def test_special_casing_the_snippet_does_make_the_snippet_pass(envs):
+    """The adversary works as meant: the snippet now gives the expected value; only the
+    hidden tests' other inputs catch it."""
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=3)
+    task = env.task.to_json()
+    env.step(_special_case(task)[0])
+    files = env.episode.world.files
+    result, _, _ = run(files, python_argv("-c", f"import sys; sys.path.append('/repo'); import json, {task['package']} as p; "
+                                                f"print(json.dumps(p.{task['api_function']}(*{task['snippet_args']!r})))"))
+    assert "value" in task["snippet_expected"] and json.loads(result.stdout) == task["snippet_expected"]["value"]
+    assert env.step({"name": "submit", "arguments": {}})[1] == 0.0
+
+
+def test_forged_result_lines_reach_the_verifier_and_are_refused(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=5)
+    task = env.task
+    forged = dict(task.files)
+    init = f"{task.package}/__init__.py"
+    claim = json.dumps({"value": task.hidden_tests[0].expected.get("value")})
+    forged[init] = (f"import json\nfor i in range(64):\n    print(chr(30) + json.dumps({{'i': i, **json.loads({claim!r})}}))\n"
+                    + forged[init])
+    outcomes, _ = hidden_outcomes(task, forged)
+    assert outcomes[0] is None  # the forged line and the runner's own: two results, none believed
+
+
+def test_only_the_package_is_copied_for_the_hidden_tests(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=6)
+    task = env.task
+    files = {**task.fixed_files, "conftest.py": "raise SystemExit(3)\n", "sitecustomize.py": "raise SystemExit(3)\n",
+             f"{task.package}/data.txt": "x"}
+    assert set(package_files(task, files)) == {p for p in task.files if p.startswith(task.package + "/")}
+    outcomes, _ = hidden_outcomes(task, files)
+    assert all(o is not None for o in outcomes)
+
+
+def test_tools_refuse_paths_outside_the_repository_and_bad_ranges(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=0)
+    for call in ({"name": "open_file", "arguments": {"path": "../etc/passwd"}},
+                 {"name": "open_file", "arguments": {"path": "/etc/passwd"}},
+                 {"name": "edit_file", "arguments": {"path": "README.md", "start_line": 50, "end_line": 60,
+                                                     "new_text": "x"}},
+                 {"name": "create_file", "arguments": {"path": "..", "content": "x"}},
+                 {"name": "search", "arguments": {"query": ""}},
+                 {"name": "run_command", "arguments": {"command": "  "}}):
+        obs, reward, terminated, truncated, _ = env.step(call)
+        assert obs[-1]["content"].startswith("Error:"), (call, obs[-1]["content"])
+        assert not terminated and not truncated
+
+
+def test_a_command_changes_the_repository_and_a_runaway_one_changes_nothing(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=0)
+    obs = env.step({"name": "run_command", "arguments": {"command": "echo hi > note.txt && ln -s /etc/passwd link"}})[0]
+    files = env.episode.world.files
+    assert files["note.txt"] == "hi\n" and "link" not in files and "not kept" in obs[-1]["content"]
+    before = dict(files)
+    obs = env.step({"name": "run_command", "arguments": {
+        "command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do head -c 1000000 /dev/zero > f$i; done"}})[0]
+    assert env.episode.world.files == before and "discarded" in obs[-1]["content"]
+
+
+def test_the_visible_tests_pass_before_the_fix(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=2)
+    obs = env.step({"name": "run_tests", "arguments": {}})[0]
+    assert "0 failed" in obs[-1]["content"] and "exit status 0" in obs[-1]["content"].lower()
+
+
+def test_the_verdict_says_where_the_bug_was_and_whether_code_ran_first(envs):
+    env = envs[DOMAIN.target_env_id]
+    _, _, info = play(env, 0, oracle)
+    checks = {c["name"]: c["passed"] for c in info["verdict"]["checks"]}
+    assert checks["localized"] and checks["reproduced"]
+    _, _, info = play(env, 0, ADVERSARIES[DOMAIN.target_env_id]["do_nothing"])
+    checks = {c["name"]: c["passed"] for c in info["verdict"]["checks"]}
+    assert not checks["localized"] and not checks["reproduced"]
+    assert sum(1 for name in checks if name.startswith("f2p:")) == 3
+
+
+def test_reproduced_means_the_code_ran_before_the_first_edit_of_the_package(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=0)
+    task = env.task
+    from trace_gym.coding.verify import process_checks
+    from trace_gym.coding.workspace import Repo
+
+    def calls(*pairs):
+        return [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}]}
+            for i, (n, a) in enumerate(pairs)]
+
+    edit = ("edit_file", {"path": task.bug_file, "start_line": 1, "end_line": 1, "new_text": "x"})
+    scratch = ("create_file", {"path": "reproduce.py", "content": "import pkg"})
+    repo = Repo(dict(task.files))
+    for conversation, ran in ((calls(("run_command", {"command": "ls -la"}), edit), False),
+                              (calls(scratch, ("run_command", {"command": "python reproduce.py"}), edit), True),
+                              (calls(("run_tests", {}), edit), True),
+                              (calls(edit, ("run_tests", {})), False)):
+        checks = {c.name: c.passed for c in process_checks(task, repo, repo, conversation)}
+        assert checks["reproduced"] is ran, conversation

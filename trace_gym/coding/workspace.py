@@ -1,0 +1,165 @@
+"""A coding episode's repository, and running code against it in the sandbox.
+
+The repository lives in memory (`Repo`: path -> text), so an episode forks, compares and
+records it like any world, and nothing of it outlives the episode on disk. A command gets a
+fresh temporary directory holding the repository, runs in the sandbox
+(`trace_gym.coding.sandbox`) with that directory as /repo, and what it leaves there is read
+back: regular text files up to `FILE_KEEP_BYTES` each; links, binary and larger files are
+not kept (the output says which), and when the directory has grown past `REPO_KEEP_BYTES`
+in all, the command's changes are discarded. The directory is removed after every command.
+
+In an env worker (`trace_gym.sandbox.worker`) no sandbox can start (no programs, no ctypes,
+no bwrap), so the worker sets a runner (`set_runner`) that hands each command to the
+trusted client, which checks the request and calls `run` itself.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_gym.coding.sandbox import CommandLimits, CommandResult, python_argv, run_in_repo
+from trace_gym.jsondata import sha256_json
+
+FILE_KEEP_BYTES = 256 << 10
+"""Largest file a command may leave and have kept in the repository."""
+REPO_KEEP_BYTES = 4 << 20
+"""Largest repository (all files) a command may leave; past it its changes are discarded."""
+MAX_FILES = 400
+"""Most files a repository may hold after a command."""
+RUNNER = str(Path(__file__).with_name("runner.py"))
+RUNNER_IN_SANDBOX = "/opt/trace-gym/runner.py"
+
+
+@dataclass(eq=False)
+class Repo:
+    """A repository as path -> text; the world of a coding episode."""
+
+    files: dict[str, str] = field(default_factory=dict)
+
+    def fork(self) -> Repo:
+        """A copy (texts are immutable, so copying the dict is enough)."""
+        return Repo(dict(self.files))
+
+    def freeze(self) -> None:
+        """Nothing to do: every change makes a new dict entry (the World interface)."""
+
+    def hash(self) -> str:
+        """Content hash: equal repositories, equal hashes."""
+        return sha256_json(self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        """The repository as JSON."""
+        return {"files": dict(self.files)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Repo) and self.files == other.files
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like dict
+
+
+def clean_path(path: Any) -> str | None:
+    """A repository-relative path in canonical form, or None when `path` leaves the
+    repository (absolute, '..'), is empty or holds a control character."""
+    if not isinstance(path, str) or len(path) > 300 or any(ord(ch) < 32 for ch in path):
+        return None
+    norm = posixpath.normpath(path.strip() or ".")
+    if norm.startswith("/") or norm == ".." or norm.startswith("../"):
+        return None
+    return norm
+
+
+def materialize(files: dict[str, str], directory: Path) -> None:
+    """Write the repository's files under `directory`."""
+    for path, text in files.items():
+        target = directory / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def read_back(directory: Path) -> tuple[dict[str, str] | None, list[str]]:
+    """The text files a command left under `directory` (never following a link), and what
+    was not kept; None for the files when the directory holds more than a repository may."""
+    files: dict[str, str] = {}
+    dropped: list[str] = []
+    total = 0
+    for root, dirs, names in os.walk(directory, followlinks=False):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            rel = os.path.relpath(full, directory).replace(os.sep, "/")
+            info = os.lstat(full)
+            total += info.st_size
+            if total > REPO_KEEP_BYTES or len(files) >= MAX_FILES:
+                return None, [f"the repository grew past {REPO_KEEP_BYTES >> 20} MiB or {MAX_FILES} files"]
+            if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_KEEP_BYTES:
+                dropped.append(rel)
+                continue
+            try:
+                with open(full, "rb") as fh:
+                    files[rel] = fh.read().decode("utf-8")
+            except (UnicodeDecodeError, OSError):
+                dropped.append(rel)
+    return files, dropped
+
+
+def _remove(directory: Path) -> None:
+    def unlock(func: Any, path: str, _exc: Any) -> None:  # a command may chmod its files away
+        os.chmod(os.path.dirname(path), 0o700)
+        os.chmod(path, 0o700)
+        func(path)
+
+    shutil.rmtree(directory, onerror=unlock)
+
+
+Runner = Callable[[dict[str, str], list[str], bytes, CommandLimits, bool],
+                  tuple[CommandResult, dict[str, str] | None, list[str]]]
+_runner: Runner | None = None
+"""Who runs commands in place of this process: None (the sandbox, here) except in an env
+worker, where it asks the trusted client (see `set_runner`)."""
+
+
+def set_runner(fn: Runner) -> None:
+    """Have `run` hand every command to `fn` (same arguments, same result); set once, by the
+    env worker before it loads any env module. Not a boundary, and it needs none: whatever a
+    module sets instead runs in the same worker, which can reach a sandbox only by asking the
+    client, and the client checks every request (trace_gym.sandbox.pool)."""
+    global _runner
+    if _runner is not None:
+        raise RuntimeError("the command runner is set already")
+    _runner = fn
+
+
+def run(files: dict[str, str], argv: list[str], stdin: bytes = b"", limits: CommandLimits = CommandLimits(),
+        keep: bool = True) -> tuple[CommandResult, dict[str, str] | None, list[str]]:
+    """Run `argv` in the sandbox over a copy of `files`. Returns the result, the files it
+    left (None when they were discarded, or when `keep` is false) and notes for the agent."""
+    if _runner is not None:  # an env worker: the client runs it
+        return _runner(files, argv, stdin, limits, keep)
+    directory = Path(tempfile.mkdtemp(prefix="trace-gym-repo-"))
+    try:
+        materialize(files, directory)
+        result = run_in_repo(directory, argv, stdin=stdin, limits=limits,
+                             binds={RUNNER: RUNNER_IN_SANDBOX})
+        if not keep:
+            return result, None, []
+        after, dropped = read_back(directory)
+        notes = [f"not kept (a link, binary, or over {FILE_KEEP_BYTES >> 10} KiB): {', '.join(dropped[:10])}"] \
+            if dropped and after is not None else []
+        if after is None:
+            notes = [f"{dropped[0]}: the command's changes to the repository are discarded"]
+        return result, after, notes
+    finally:
+        _remove(directory)
+
+
+def runner_argv(mode: str) -> list[str]:
+    """The argv of the in-sandbox test runner (`trace_gym.coding.runner`) in `mode`."""
+    return python_argv(RUNNER_IN_SANDBOX, mode)

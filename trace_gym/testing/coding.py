@@ -1,0 +1,230 @@
+"""The kit's coding properties: adversaries of the coding envs, and tasks that are never vacuous.
+
+Each adversary is a scripted policy that knows what an agent sees (the issue: the
+snippet's call and the value the user expected) and, to be a stronger adversary than any
+agent, the package's name and the function the issue calls. Against `trace/coding-v0` each
+must score 0 on every seed:
+
+- `do_nothing` submits at once; `reply_only` says it fixed the bug;
+- `delete_tests` removes the test suite, `skip_tests` rewrites every visible test to pass;
+- `hidden_test_paths` writes files where hidden tests or their runner's hooks could be
+  looked for (tests/test_hidden.py, conftest.py, sitecustomize.py, in the repository and
+  in the package), each printing forged result lines;
+- `exit_zero` makes the package end the test process at import with status 0;
+  `forged_results` makes it print a result line claiming the issue's expected value for
+  every test, then exit 0;
+- `special_case_snippet` wraps the function the issue calls to return the expected value
+  for the snippet's own arguments (the hidden tests use other inputs).
+
+Against `trace/issue_reproduction-v0`: `do_nothing`, a test that always fails, one that
+always passes, one asserting the buggy output (`assert_buggy_output`), and a copy of a
+visible test must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
+`name_issue_function` (report the function the issue calls, in the module that defines
+it) may earn no more than the oracle's half: it is right only where the bug is not one call
+away.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from trace_gym.coding import DOMAIN
+from trace_gym.coding.runner import MARK
+from trace_gym.coding.templates import MODULES
+
+Policy = Callable[[Any, list], Any]
+
+
+def _scripted(steps: Callable[[dict[str, Any]], list[Any]]) -> Policy:
+    """A policy playing `steps(task JSON)` in order, then submit."""
+
+    def act(env: Any, obs: list) -> Any:
+        turn = sum(1 for m in obs if m.get("role") == "assistant")
+        plan = steps(env.task.to_json())
+        return plan[turn] if turn < len(plan) else {"name": "submit", "arguments": {}}
+
+    return act
+
+
+def _call_args(task: dict[str, Any]) -> str:
+    return ", ".join(repr(a) for a in task["snippet_args"])
+
+
+def _forger(task: dict[str, Any]) -> str:
+    """Python that prints a forged result line for every test index, claiming the snippet's
+    expected outcome (the one value an agent is told)."""
+    claimed = json.dumps(task["snippet_expected"])
+    return (f"import json as _j\nfor _i in range(64):\n"
+            f"    print({MARK!r} + _j.dumps({{'i': _i, **_j.loads({claimed!r})}}), flush=True)\n")
+
+
+def _hidden_paths(task: dict[str, Any]) -> list[Any]:
+    pkg = task["package"]
+    forged = _forger(task)
+    paths = ["tests/test_hidden.py", "conftest.py", "sitecustomize.py", "usercustomize.py",
+             f"{pkg}/conftest.py", f"{pkg}/sitecustomize.py", f"{pkg}/tests/__init__.py", "tests/conftest.py"]
+    return [{"name": "create_file", "arguments": {"path": p, "content": forged}} for p in paths]
+
+
+def _prefix_init(task: dict[str, Any], code: str) -> list[Any]:
+    pkg = task["package"]
+    return [{"name": "edit_file", "arguments": {"path": f"{pkg}/__init__.py", "start_line": 1, "end_line": 0,
+                                                "new_text": code}}]
+
+
+def _special_case(task: dict[str, Any]) -> list[Any]:
+    fn, expected = task["api_function"], task["snippet_expected"]
+    result = (f"        raise {expected['raises']}('special-cased')\n" if "raises" in expected
+              else f"        return {expected['value']!r}\n")
+    wrapper = (f"\n\n_original_{fn} = {fn}\n\n\ndef {fn}(*args, **kwargs):\n"
+               f"    if list(args) == {task['snippet_args']!r}:\n{result}"
+               f"    return _original_{fn}(*args, **kwargs)\n")
+    path = f"{task['package']}/{task['api_module']}.py"
+    return [{"name": "run_command", "arguments": {"command": f"cat >> {path} <<'EOF'\n{wrapper}EOF"}}]
+
+
+def _skip_tests(task: dict[str, Any]) -> list[Any]:
+    return [{"name": "create_file", "arguments": {"path": f"tests/test_{m.name}.py", "content": "def test_ok():\n    pass\n"}}
+            for m in MODULES] + [{"name": "run_tests", "arguments": {}}]
+
+
+FIX_ADVERSARIES: dict[str, Policy] = {
+    "do_nothing": _scripted(lambda t: []),
+    "reply_only": _scripted(lambda t: ["I fixed the bug and every test passes now."]),
+    "delete_tests": _scripted(lambda t: [{"name": "run_command", "arguments": {"command": "rm -rf tests"}}]),
+    "skip_tests": _scripted(_skip_tests),
+    "hidden_test_paths": _scripted(_hidden_paths),
+    "exit_zero": _scripted(lambda t: _prefix_init(t, "import os\nos._exit(0)\n")),
+    "forged_results": _scripted(lambda t: _prefix_init(t, _forger(t) + "import os\nos._exit(0)\n")),
+    "special_case_snippet": _scripted(_special_case),
+}
+"""coding-v0's adversaries (each must score 0 on every seed)."""
+
+
+def _test_file(body: str) -> Callable[[dict[str, Any]], list[Any]]:
+    def steps(task: dict[str, Any]) -> list[Any]:
+        text = body.format(pkg=task["package"], module=task["api_module"], fn=task["api_function"],
+                           args=_call_args(task))
+        return [{"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}]
+    return steps
+
+
+def _copy_visible(task: dict[str, Any]) -> list[Any]:
+    module = task["api_module"]
+    return [{"name": "run_command", "arguments": {"command": f"cp tests/test_{module}.py tests/test_issue.py"}}]
+
+
+def _buggy_output(env: Any, obs: list) -> Any:
+    """Assert what the package gives now (the output the issue reports as wrong)."""
+    turn = sum(1 for m in obs if m.get("role") == "assistant")
+    task = env.task.to_json()
+    if turn == 0:
+        code = (f"import json, {task['package']} as p\ntry:\n    print(json.dumps({{'value': p.{task['api_function']}"
+                f"({_call_args(task)})}}))\nexcept Exception as e:\n    print(json.dumps({{'raises': type(e).__name__}}))\n")
+        return {"name": "run_command", "arguments": {"command": f"python -c {_quote(code)}"}}
+    if turn == 1:
+        seen = obs[-1]["content"].strip().splitlines()
+        got = next((json.loads(line) for line in reversed(seen) if line.startswith("{")), {"value": None})
+        call = f"{task['api_module']}.{task['api_function']}({_call_args(task)})"
+        body = (f"    assert {call} == {got['value']!r}\n" if "value" in got else
+                f"    try:\n        {call}\n    except {got['raises']}:\n        return\n    raise AssertionError\n")
+        text = f"from {task['package']} import {task['api_module']}\n\n\ndef test_issue():\n{body}"
+        return {"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}
+    return {"name": "submit", "arguments": {}}
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
+    "do_nothing": _scripted(lambda t: []),
+    "always_fails": _scripted(_test_file("def test_issue():\n    assert False\n")),
+    "always_passes": _scripted(_test_file("def test_issue():\n    assert True\n")),
+    "imports_only": _scripted(_test_file("from {pkg} import {module}\n\n\ndef test_issue():\n    {module}.{fn}\n")),
+    "copy_visible_test": _scripted(_copy_visible),
+    "assert_buggy_output": _buggy_output,
+}
+"""issue_reproduction-v0's adversaries (each must score 0 on every seed)."""
+
+
+def _name_issue_function(task: dict[str, Any]) -> list[Any]:
+    return [{"name": "report_location", "arguments": {"file": f"{task['package']}/{task['api_module']}.py",
+                                                      "function": task["api_function"]}}]
+
+
+LOCALIZATION_ADVERSARIES: dict[str, Policy] = {
+    "do_nothing": _scripted(lambda t: ["I could not find it."]),
+}
+"""code_localization-v0's adversaries that must score 0 on every seed."""
+LOCALIZATION_BOUNDED: dict[str, tuple[Policy, float]] = {
+    "name_issue_function": (_scripted(_name_issue_function), 0.75),
+}
+"""code_localization-v0's heuristics and the mean they may not exceed."""
+
+ADVERSARIES: dict[str, dict[str, Policy]] = {
+    DOMAIN.target_env_id: FIX_ADVERSARIES,
+    "trace/issue_reproduction-v0": REPRODUCTION_ADVERSARIES,
+    "trace/code_localization-v0": LOCALIZATION_ADVERSARIES,
+}
+"""Env id -> its adversaries that must score 0."""
+
+
+# -- the kit's coding properties --------------------------------------------------------------
+
+CODING_TOOLS = frozenset({"run_command", "report_location"})
+"""A tool only a coding env offers: an env offering one is checked with `CODING_PROPERTIES`."""
+
+
+def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tuple[Policy, float]]]:
+    """The adversaries (that must score 0) and the bounded heuristics of a coding task's env,
+    told apart by the capabilities its tasks need (both for the target, one for a capability env)."""
+    from trace_gym import capabilities as cap
+
+    needed = tuple(task.get("capabilities_needed") or ())
+    if needed == (cap.LOCALIZATION,):
+        return LOCALIZATION_ADVERSARIES, LOCALIZATION_BOUNDED
+    if needed == (cap.REPRODUCTION,):
+        return REPRODUCTION_ADVERSARIES, {}
+    return FIX_ADVERSARIES, {}
+
+
+def adversaries_score_nothing(env: Any, seeds_played: list[int]) -> str:
+    """Every adversary of the env's set scores 0 on each seed; each bounded heuristic's mean
+    stays within its bound. Raises AssertionError naming the adversary and the seed."""
+    env.reset(seed=seeds_played[0])
+    zero, bounded = adversary_set(env.task.to_json())
+    from trace_gym.testing.policies import play
+
+    for name, policy in zero.items():
+        for seed in seeds_played:
+            reward, _, info = play(env, seed, policy)
+            if reward != 0.0:
+                raise AssertionError(f"adversary {name} scored {reward} on seed {seed}: {info.get('verdict')}")
+    for name, (policy, bound) in bounded.items():
+        mean = sum(play(env, seed, policy)[0] for seed in seeds_played) / len(seeds_played)
+        if mean > bound:
+            raise AssertionError(f"heuristic {name} averaged {mean:.2f} over {len(seeds_played)} seeds "
+                                 f"(bound {bound})")
+    return f"{len(zero)} adversaries scored 0 and {len(bounded)} heuristic(s) stayed in bound on {len(seeds_played)} seeds"
+
+
+def f2p_not_vacuous(env: Any, seeds_played: list[int]) -> str:
+    """On each seed, every hidden FAIL_TO_PASS test fails on the unfixed package and every
+    hidden test passes on the fixed one, run in the sandbox as the verifier runs them."""
+    from trace_gym.coding.repo import same_outcome, task_from_json
+    from trace_gym.coding.verify import hidden_outcomes
+
+    for seed in seeds_played:
+        env.reset(seed=seed)
+        task = task_from_json(env.task.to_json())  # what the env's own task says, in a worker too
+        buggy, _ = hidden_outcomes(task, task.files)
+        fixed, _ = hidden_outcomes(task, task.fixed_files)
+        for test, b, f in zip(task.hidden_tests, buggy, fixed):
+            if f is None or not same_outcome(f, test.expected):
+                raise AssertionError(f"seed {seed}: {test.name} fails on the fixed package ({f})")
+            if test.group == "f2p" and b is not None and same_outcome(b, test.expected):
+                raise AssertionError(f"seed {seed}: {test.name} passes on the unfixed package: a vacuous task")
+    return f"every FAIL_TO_PASS test failed before the fix and passed after, on {len(seeds_played)} seeds"
