@@ -3,6 +3,7 @@ env instances, answer requests. Runs inside the sandbox, next to the untrusted m
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
 import inspect
@@ -10,12 +11,13 @@ import json
 import os
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trace_gym.actions import ParsedAction, ParsedCall
 from trace_gym.env import TraceEnv
 from trace_gym.jsondata import loads
+from trace_gym.sandbox.isolation import IsolationUnavailable
 from trace_gym.spaces import ActionSpace, ConversationSpace
 from trace_gym.tools import ToolKind
 
@@ -29,6 +31,10 @@ new toolset each episode must not grow the worker)."""
 
 class ProtocolError(Exception):
     """A request the worker cannot read (a client bug, not the env's)."""
+
+
+# no check for cycles (a cycle in what an env returns is a RecursionError, caught where it is sent)
+_dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
 def load_module(path: str, sha256: str) -> types.ModuleType:
@@ -115,6 +121,8 @@ class Host:
         self.handlers = {"make": self.make, "reset": self.reset, "step": self.step, "oracle": self.oracle,
                          "task": self.task, "world_hash": self.world_hash, "render": self.render,
                          "close": self.close}
+        self.streams: tuple[Any, int] | None = None
+        """The request and answer streams while serving (what `run_command` talks over)."""
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -122,8 +130,7 @@ class Host:
         """Answer requests, one JSON line each, until the input ends: each answer is the
         handler's result, or the error the env raised; running out of memory is reported and
         ends the worker."""
-        # no check for cycles (a cycle in what an env returns is a RecursionError, caught below)
-        dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+        self.streams = (requests, answers)
         while True:
             line = requests.readline()
             if not line:
@@ -140,15 +147,42 @@ class Host:
                     answer = {"ok": handler(request)}
                 except MemoryError:
                     limit = _memory_limit()
-                    _write(answers, dumps({"fatal": f"ran out of memory{limit}"}))
+                    _write(answers, _dumps({"fatal": f"ran out of memory{limit}"}))
                     os._exit(3)
                 except BaseException as exc:  # noqa: BLE001  (whatever the env raised is its answer)
                     answer = {"error": [type(exc).__name__, _message(exc)]}
             try:
-                text = dumps(answer)
+                text = _dumps(answer)
             except (TypeError, ValueError, RecursionError) as exc:
-                text = dumps({"error": ["NotJSON", f"the env returned a value JSON cannot hold ({exc})"]})
+                text = _dumps({"error": ["NotJSON", f"the env returned a value JSON cannot hold ({exc})"]})
             _write(answers, text)
+
+    def run_command(self, files: dict[str, str], argv: list[str], stdin: bytes, limits: Any,
+                    keep: bool) -> tuple[Any, dict[str, str] | None, list[str]]:
+        """`trace_gym.coding.workspace.run` in this worker (its runner): no sandbox starts
+        here, so the command goes to the client in the middle of the request being served,
+        as `{"run": {files, argv, stdin (base64), limits, keep}}` on the answer stream, and
+        the next line of the request stream is the reply: `{"ran": {result, files, notes}}`,
+        or `{"failed": [type name, message]}` when the client cannot run it. The client
+        checks the request and may run it with less wall-clock time (what is left of the
+        request's); a request out of its bounds ends this worker."""
+        from trace_gym.coding.sandbox import CommandResult  # imported before any module loads (worker.main)
+
+        if self.streams is None:
+            raise RuntimeError("commands run only while the worker serves a request")
+        requests, answers = self.streams
+        body = {"files": files, "argv": argv, "stdin": base64.b64encode(stdin).decode(),
+                "limits": asdict(limits), "keep": keep}
+        _write(answers, _dumps({"run": body}))
+        line = requests.readline()
+        if not line:
+            raise ProtocolError("the client went away while running a command")
+        reply = loads(line.decode())
+        if "failed" in reply:
+            name, message = reply["failed"]
+            raise (IsolationUnavailable if name == "IsolationUnavailable" else RuntimeError)(message)
+        ran = reply["ran"]
+        return CommandResult(**ran["result"]), ran["files"], ran["notes"]
 
     # -- requests --------------------------------------------------------------------------
 

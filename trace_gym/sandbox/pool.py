@@ -10,11 +10,19 @@ worker for the next env that needs one.
 Every answer is hostile until read: at most `MAX_ANSWER_BYTES` a line, JSON nested at most
 `MAX_DEPTH` deep, and no number that is not finite (NaN, Infinity, 1e999); a worker that
 breaks any of these is killed, and what it sent is never used.
+
+So is a command of the coding sandbox that a worker asks the client to run in the middle of
+a request (`{"run": ...}` in place of an answer; see trace_gym.sandbox.host.Host.run_command):
+it is run here, in the sandbox, only when `read_run_request` finds it within bounds, at most
+`MAX_RUNS` times a request and within the request's wall-clock bound; otherwise the worker
+is killed.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
+import dataclasses
 import json
 import os
 import select
@@ -28,7 +36,15 @@ from collections import deque
 from typing import Any
 
 from trace_gym.errors import EpisodeError, InvalidConfig, TraceGymError
-from trace_gym.sandbox.isolation import Isolation, Limits, apply_limits, env_mode, resolve, worker_command
+from trace_gym.sandbox.isolation import (
+    Isolation,
+    IsolationUnavailable,
+    Limits,
+    apply_limits,
+    env_mode,
+    resolve,
+    worker_command,
+)
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 MAX_ANSWER_BYTES = 4 * 2**20
@@ -36,6 +52,14 @@ MAX_ANSWER_BYTES = 4 * 2**20
 MAX_DEPTH = 64
 """The deepest nesting of lists and objects an answer may have (a tool schema nests about 8)."""
 _STDERR_TAIL = 8192
+MAX_RUNS = 64
+"""The most commands a worker may have the client run within one request (a coding step
+runs one or two)."""
+MAX_ARGV = 64
+"""The most words of a command's argv; each at most MAX_ARG_CHARS characters."""
+MAX_ARG_CHARS = 4096
+MAX_STDIN_BYTES = 1 << 20
+"""The most a command may be fed on stdin."""
 
 
 class _NotFinite(ValueError):
@@ -87,6 +111,70 @@ def read_answer(line: bytes) -> Any:
             and deeper_than(value, MAX_DEPTH):
         raise ValueError(f"an answer nested deeper than {MAX_DEPTH}")
     return value
+
+
+def read_run_request(message: Any) -> tuple[dict[str, str], list[str], bytes, Any, bool]:
+    """A worker's `{"run": {files, argv, stdin, limits, keep}}` as the arguments of
+    `trace_gym.coding.workspace.run`; ValueError says why it is refused. The files are a
+    repository as `run` keeps one (canonical relative paths, at most `REPO_KEEP_BYTES` of
+    text and `MAX_FILES` files); argv is 1 to MAX_ARGV words; stdin (base64) at most
+    MAX_STDIN_BYTES; every limit at most `CommandLimits()`'s: the worker may ask for less,
+    never more."""
+    from trace_gym.coding import workspace  # only once a worker asks: envs that run nothing pay nothing
+    from trace_gym.coding.sandbox import CommandLimits
+
+    body = message.get("run") if type(message) is dict and len(message) == 1 else None
+    if type(body) is not dict or body.keys() != {"files", "argv", "stdin", "limits", "keep"}:
+        raise ValueError("a command request that is not {files, argv, stdin, limits, keep}")
+    files, argv, stdin, limits, keep = body["files"], body["argv"], body["stdin"], body["limits"], body["keep"]
+
+    if type(files) is not dict or len(files) > workspace.MAX_FILES:
+        raise ValueError(f"a command request whose files are not a map of at most {workspace.MAX_FILES} paths")
+    total, folders = 0, set()
+    for path, text in files.items():
+        if workspace.clean_path(path) != path or path == "." or type(text) is not str:
+            raise ValueError(f"a command request with a file path that is not inside the repository, "
+                             f"or not canonical, or not text: {path!r:.100}")
+        try:
+            total += len(text.encode())
+        except UnicodeEncodeError:
+            raise ValueError(f"a command request with a file that is not UTF-8 text: {path!r:.100}") from None
+        if total > workspace.REPO_KEEP_BYTES:
+            raise ValueError(f"a command request with more than {workspace.REPO_KEEP_BYTES >> 20} MiB of files")
+        parts = path.split("/")
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    clash = folders & files.keys()
+    if clash:  # a path both a file and a folder: no directory can hold both
+        raise ValueError(f"a command request with a path that is a file and a folder: {min(clash)!r:.100}")
+
+    if (type(argv) is not list or not 1 <= len(argv) <= MAX_ARGV
+            or not all(type(a) is str and len(a) <= MAX_ARG_CHARS and "\0" not in a for a in argv)):
+        raise ValueError(f"a command request whose argv is not 1 to {MAX_ARGV} words of at most "
+                         f"{MAX_ARG_CHARS} characters")
+
+    if type(stdin) is not str or len(stdin) > (MAX_STDIN_BYTES + 2) // 3 * 4:
+        raise ValueError(f"a command request whose stdin is not base64 of at most {MAX_STDIN_BYTES >> 20} MiB")
+    try:
+        data = base64.b64decode(stdin, validate=True)
+    except ValueError:  # binascii.Error
+        raise ValueError("a command request whose stdin is not base64") from None
+
+    most = CommandLimits()
+    names = [f.name for f in dataclasses.fields(CommandLimits)]
+    if type(limits) is not dict or sorted(limits) != sorted(names):
+        raise ValueError(f"a command request whose limits are not {{{', '.join(names)}}}")
+    try:
+        asked = CommandLimits(**limits)
+    except InvalidConfig as exc:
+        raise ValueError(f"a command request with invalid limits ({str(exc)[:200]})") from None
+    for name in names:
+        if getattr(asked, name) > getattr(most, name):
+            raise ValueError(f"a command request for more than the default limits ({name}={getattr(asked, name)!r}, "
+                             f"at most {getattr(most, name)!r})")
+
+    if type(keep) is not bool:
+        raise ValueError("a command request whose keep is not a bool")
+    return files, argv, data, asked, keep
 
 
 class EnvWorkerError(TraceGymError):
@@ -148,6 +236,9 @@ class Worker:
         self._in = self.proc.stdin.fileno()
         self._poll = select.poll()
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
+        os.set_blocking(self._in, False)  # see _send
+        self._write_poll = select.poll()
+        self._write_poll.register(self._in, select.POLLOUT | select.POLLERR)
         self._stop_drain = threading.Event()
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self._drain.start()
@@ -170,19 +261,21 @@ class Worker:
             if self.lost is not None:
                 raise WorkerLost(self.lost)
             bound = self._bound(timeout)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._in, view):]
-            except OSError:
-                raise self._gone() from None
-            line = self._read_line(bound)
+            end = time.monotonic() + bound  # commands the worker has run for it count too
+            self._send(data, bound, end)
+            runs = 0
+            while True:
+                line = self._read_line(bound, end)
+                try:
+                    answer = read_answer(line)
+                except ValueError as exc:
+                    self.kill(f"sent {exc}")
+                    raise WorkerLost(self.lost or "") from None
+                if type(answer) is not dict or "run" not in answer:
+                    break
+                runs += 1
+                self._run_for_worker(answer, runs, bound, end)
         self.answer_bytes = len(line)
-        try:
-            answer = read_answer(line)
-        except ValueError as exc:
-            self.kill(f"sent {exc}")
-            raise WorkerLost(self.lost or "") from None
         if type(answer) is dict:
             if "ok" in answer:
                 return answer["ok"]
@@ -208,8 +301,64 @@ class Worker:
             bound = min(bound, left)
         return bound
 
-    def _read_line(self, bound: float) -> bytes:
-        end = time.monotonic() + bound
+    def _run_for_worker(self, message: Any, runs: int, bound: float, end: float) -> None:
+        """Run the command the worker asked for (see `read_run_request`) in the coding
+        sandbox, as `workspace.run` runs it in a trusted process, with at most what is left of
+        the request's time, and send the reply: `{"ran": {result, files, notes}}`, or
+        `{"failed": [type name, message]}` when it cannot run here. A request out of bounds
+        kills the worker (WorkerLost)."""
+        if runs > MAX_RUNS:
+            self.kill(f"asked for more than {MAX_RUNS} commands in one request")
+            raise WorkerLost(self.lost or "")
+        try:
+            files, argv, stdin, limits, keep = read_run_request(message)
+        except ValueError as exc:
+            self.kill(f"sent {exc}")
+            raise WorkerLost(self.lost or "") from None
+        from trace_gym.coding import workspace
+
+        left = end - time.monotonic()
+        if left <= 0:
+            raise self._timeout(bound)
+        limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
+        try:
+            if self.isolation.sandboxed and env_mode() != "bubblewrap":
+                # the fallback is no boundary: a worker's commands are never less isolated than it
+                raise IsolationUnavailable("a worker under bubblewrap runs commands only under bubblewrap, and "
+                                           "TRACE_GYM_ISOLATION asks for the fallback")
+            result, after, notes = workspace.run(files, argv, stdin, limits, keep)
+            reply = {"ran": {"result": dataclasses.asdict(result), "files": after, "notes": notes}}
+        except (IsolationUnavailable, InvalidConfig, OSError, ValueError) as exc:  # it cannot run here
+            reply = {"failed": [type(exc).__name__, str(exc)[:4000]]}
+        except BaseException:
+            self.kill("was stopped: the client failed running a command it asked for")  # it waits for a reply
+            raise
+        self._send((_encode(reply) + "\n").encode(), bound, end)
+
+    def _send(self, data: bytes, bound: float, end: float) -> None:
+        """Write to the worker's input (non-blocking) before `end`: a worker that stops
+        reading cannot hold the client."""
+        view = memoryview(data)
+        try:
+            while view:
+                try:
+                    view = view[os.write(self._in, view):]
+                except BlockingIOError:
+                    left = end - time.monotonic()
+                    if left <= 0 or not self._write_poll.poll(left * 1000):
+                        raise self._timeout(bound) from None
+        except OSError:
+            raise self._gone() from None
+
+    def _timeout(self, bound: float) -> WorkerTimeout:
+        """Kill the worker for overrunning the request's bound (or the pool's budget)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.kill(f"did not finish within the {self.limits.wall_seconds} s wall-clock budget")
+        else:
+            self.kill(f"did not answer within {bound:.3g} s (an endless loop?)")
+        return WorkerTimeout(self.lost or "")
+
+    def _read_line(self, bound: float, end: float) -> bytes:
         buffer = self._buffer
         start = 0
         while True:
@@ -224,11 +373,7 @@ class Worker:
                 raise WorkerLost(self.lost or "")
             left = end - time.monotonic()
             if left <= 0 or not self._poll.poll(left * 1000):
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    self.kill(f"did not finish within the {self.limits.wall_seconds} s wall-clock budget")
-                else:
-                    self.kill(f"did not answer within {bound:.3g} s (an endless loop?)")
-                raise WorkerTimeout(self.lost or "")
+                raise self._timeout(bound)
             chunk = os.read(self._out, 1 << 20)
             if not chunk:
                 raise self._gone()
