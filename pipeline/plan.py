@@ -5,8 +5,9 @@ every env's knobs, each env made once) and no model is loaded. Each stage's esti
 episodes over the rate this machine measured for the same kind of work (`trace_gym.rates`:
 every rollout, training iteration and base-agent build records one); a stage with no measured
 rate says so instead of guessing. Which capability envs the analysis selects is not known
-before it runs, so the stages after it are planned for every shipped capability env: an
-upper bound.
+before it runs, so the stages after it are planned for every shipped capability env of the
+run's domain (`[pipeline] domain`): an upper bound. Episodes the base agent plays on an
+endpoint (`[base_agent] base_url`) are not estimated: no rate is measured for a server.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym import rates
-from trace_gym.pipeline.config import knobs
+from trace_gym.pipeline.config import PIPELINE_DOMAINS, domain_of, endpoint, given_model, knobs, recipe_table
 
 BUDGET_S = 60 * 60
 """The default run's budget after the base agent is built (issue text: 60 minutes on a
@@ -36,10 +37,9 @@ class Step:
     """What the estimate rests on."""
 
 
-def _capability_envs() -> list[str]:
-    from trace_gym.capabilities import CUSTOMER_SERVICE
-
-    return [f"trace/{name}-v0" for name in CUSTOMER_SERVICE]
+def _capability_envs(config: dict[str, Any]) -> list[str]:
+    """The shipped capability envs of the run's domain."""
+    return list(domain_of(config).capability_envs.values())
 
 
 def _player(temperature: float) -> str:
@@ -52,8 +52,12 @@ def _player(temperature: float) -> str:
                          "temperature": temperature})
 
 
-def _episodes(stage: str, work: str, what: str, counts: dict[str, int]) -> Step:
-    """A stage that plays `counts[env]` episodes of each env, at the rate measured for `what`."""
+def _episodes(stage: str, work: str, what: str | dict[str, str], counts: dict[str, int]) -> Step:
+    """A stage that plays `counts[env]` episodes of each env, at the rate measured for `what`
+    (a dict: the endpoint the episodes are played on, whose rate is not measured)."""
+    if isinstance(what, dict):
+        return Step(stage, work, None, f"played on the endpoint {what['base_url']} ({what['model']}): no rate is "
+                                       "measured for a server")
     seconds, bases = 0.0, []
     for env_id, n in counts.items():
         measured = rates.rate(what, env_id)
@@ -70,10 +74,17 @@ def _base_agent(config: dict[str, Any]) -> Step:
     section = config["base_agent"]
     if section["fixture"]:
         return Step("base_agent", "the committed test fixture (no build)", 0.0, "nothing to build")
+    model = given_model(config)
+    if model:
+        here = "" if (Path(model) / "config.json").is_file() else " (not a model directory on this machine)"
+        served = endpoint(config)
+        work = f"the given model {model}{here}, as is" + (f", served by {served['base_url']} as {served['model']!r}"
+                                                           if served else "")
+        return Step("base_agent", work, 0.0, "nothing to build")
     from trace_gym.baseagent.build import BaseAgentConfig, default_out
 
-    recipe = BaseAgentConfig.from_table({k: v for k, v in section.items() if k != "fixture"},
-                                        where=f"{config['source']} [base_agent]", seed=config["pipeline"]["seed"])
+    recipe = BaseAgentConfig.from_table(recipe_table(config), where=f"{config['source']} [base_agent]",
+                                        seed=config["pipeline"]["seed"])
     out = default_out(recipe)
     record = out / "trace_gym_build.json"
     try:
@@ -82,7 +93,9 @@ def _base_agent(config: dict[str, Any]) -> Step:
         built = False
     if built:
         return Step("base_agent", f"cached: {out}", 0.0, "built before")
-    demos = (2 * recipe.episodes + len(_capability_envs()) * recipe.capability_episodes) * recipe.epochs
+    # the recipe builds the customer-service agent: its demonstrations are of that domain's envs
+    demos = (2 * recipe.episodes + len(PIPELINE_DOMAINS["customer_service"].capability_envs)
+             * recipe.capability_episodes) * recipe.epochs
     measured = rates.rate("base-agent build", recipe.source)
     work = f"build {out.name}: SFT on about {demos} oracle demonstrations (once; then cached)"
     if measured is None:
@@ -94,11 +107,13 @@ def _base_agent(config: dict[str, Any]) -> Step:
 def plan(config: dict[str, Any]) -> list[Step]:
     """Each stage's work and estimate under `config` (a loaded pipeline configuration)."""
     targets = config["pipeline"]["targets"]
-    capability = _capability_envs()
+    capability = _capability_envs(config)
     greedy, sampled = _player(0.0), _player(1.0)
+    served = endpoint(config)  # the base agent's own episodes play there, not on a local engine
+    base_greedy, base_sampled = (served, served) if served else (greedy, sampled)
     rollout, calibration, evaluation = config["rollout"], config["calibrate"], config["eval"]
     steps = [_base_agent(config),
-             _episodes("rollouts", f"{rollout['episodes']} greedy train episodes of each target", greedy,
+             _episodes("rollouts", f"{rollout['episodes']} greedy train episodes of each target", base_greedy,
                        {t: rollout["episodes"] for t in targets}),
              Step("analysis", f"{config['analysis']['labeller']} labeller, {config['analysis']['runs']} runs",
                   0.0 if config["analysis"]["labeller"] == "programmatic" else None,
@@ -106,7 +121,7 @@ def plan(config: dict[str, Any]) -> list[Step]:
              Step("envs, audit", f"the selected capabilities' envs (at most {len(capability)} shipped ones)", 0.0,
                   "shipped envs carry their audit records"),
              _episodes("calibrate", f"{calibration['seeds']} seeds x {calibration['samples']} samples of each env "
-                                    "at temperature 1.0", sampled,
+                                    "at temperature 1.0", base_sampled,
                        {e: calibration["seeds"] * calibration["samples"] for e in capability})]
     from trace_gym.pipeline.stages import train_config
 
@@ -131,10 +146,14 @@ def plan(config: dict[str, Any]) -> list[Step]:
     if config["baselines"]["gepa"]:
         calls = config["baselines"]["gepa_max_metric_calls"]
         steps.append(_episodes("gepa", f"at most {calls} greedy train episodes of each target, and the reflection "
-                                       "model's calls (not counted)", greedy, {t: calls for t in targets}))
+                                       "model's calls (not counted)", base_greedy, {t: calls for t in targets}))
         contenders += 1
-    steps.append(_episodes("eval", f"{contenders} policies x {evaluation['seeds']} greedy test episodes of each "
-                                   "target", greedy, {t: contenders * evaluation["seeds"] for t in targets}))
+    work = f"{contenders} policies x {evaluation['seeds']} greedy test episodes of each target"
+    if served:  # the base agent's rows on the endpoint, the others on a local engine
+        steps.append(Step("eval", work, None, f"the base agent's rows play on the endpoint {served['base_url']}: no "
+                                              "rate is measured for a server"))
+    else:
+        steps.append(_episodes("eval", work, greedy, {t: contenders * evaluation["seeds"] for t in targets}))
     return steps
 
 
@@ -145,7 +164,7 @@ def check(config: dict[str, Any]) -> None:
     import trace_gym  # noqa: F401  (registers the envs)
     from trace_gym.errors import InvalidConfig
 
-    for env_id in [*config["pipeline"]["targets"], *_capability_envs()]:
+    for env_id in [*config["pipeline"]["targets"], *_capability_envs(config)]:
         try:
             env = gym.make(env_id, **knobs(config, env_id))
             env.reset(seed=0)  # some knobs are read when a task is drawn
@@ -178,10 +197,11 @@ def render(steps: list[Step], config: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def dry_run(config_path: str | Path | None = None, budget: str = "default") -> str:
-    """Check the configuration and return the plan, without loading a model."""
+def dry_run(config_path: str | Path | None = None, budget: str = "default", domain: str | None = None) -> str:
+    """Check the configuration (`domain`: `--domain`, over the file's) and return the plan,
+    without loading a model."""
     from trace_gym.pipeline.config import load
 
-    config = load(config_path, budget)
+    config = load(config_path, budget, domain=domain)
     check(config)
     return render(plan(config), config)

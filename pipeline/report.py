@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_gym.pipeline.config import knobs
 from trace_gym.targets.config import scaled_knobs
 
 
@@ -117,9 +118,12 @@ def headline(state: dict[str, Any]) -> list[Block]:
 def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
     """The whole report as blocks: the headline answer, then configuration, analysis,
     calibration, training, composition and the final evaluation."""
+    agent = state["agent"]
+    served = (f", served as {agent['served_model']!r} by {state['config']['base_agent']['base_url']}"
+              if "served_model" in agent else "")
     out: list[Block] = [Block("h1", "trace-gym pipeline report"), *headline(state),
                         Block("p", f"Configuration {state['config']['source']} (budget {state['config']['budget']}); "
-                                   f"base agent {state['agent']['path']}.")]
+                                   f"base agent {agent['path']}{served}.")]
     scaled = [[env_id, name, _fmt(value), _fmt(full)] for env_id in state["config"]["pipeline"]["targets"]
               for name, value, full in scaled_knobs(state["config"]["env_knobs"].get(env_id, {}))]
     if scaled:
@@ -163,8 +167,9 @@ def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
     out.append(Block("h2", "Final evaluation"))
     table = state["eval"]["table"]
     targets = state["config"]["pipeline"]["targets"]
+    styles = "/".join(sorted({knobs(state["config"], t).get("prompt_style", "full") for t in targets}))
     out.append(Block("p", f"Pass rate on the first {state['eval']['seeds']} test seeds of each target (greedy, "
-                          "compact prompts), with a 95% bootstrap interval."))
+                          f"{styles} prompts), with a 95% bootstrap interval."))
     out.append(Block("table", rows=[["policy", *targets]] + [
         [label, *(f"{table[label][t]['pass_rate']:.3f} [{table[label][t]['ci95'][0]:.3f}, "
                   f"{table[label][t]['ci95'][1]:.3f}]" for t in targets)]

@@ -10,6 +10,11 @@ mixture, direct GRPO on each target with the same rollout budget when
 
 Every stage is skipped when its inputs are unchanged (`trace_gym.pipeline.stages.Run`), so
 a second run reuses everything and a killed one resumes at the stage in flight.
+
+`[pipeline] domain` (`--domain`) picks the targets and the capabilities the analysis may
+select: "customer_service" (airline, retail) or "coding" (`trace/coding-v0`, whose base
+agent is a given model served by vLLM, or the fixture on the smoke budget; the shipped
+`coding` configuration).
 """
 
 from __future__ import annotations
@@ -22,21 +27,25 @@ from typing import Any
 
 from trace_gym.pipeline import report, stages
 from trace_gym.pipeline.clock import Clock, estimates
-from trace_gym.pipeline.config import load
+from trace_gym.pipeline.config import DEFAULT_DOMAIN, load
 
 STAGES = ("base_agent", "rollouts", "analysis", "envs", "audit", "calibrate", "train", "compose", "eval", "report")
 
 
 def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/pipeline", budget: str = "default",
-                 log: Callable[[str], None] | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+                 log: Callable[[str], None] | None = None, overrides: dict[str, Any] | None = None,
+                 domain: str | None = None) -> dict[str, Any]:
     """Run every stage of the pipeline on the run directory `out`, reusing each stage whose
-    inputs are unchanged, and write the report. Returns the run's state: every stage's
-    record."""
+    inputs are unchanged, and write the report (`domain`: `--domain`, over the file's).
+    Returns the run's state: every stage's record."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
-    config = load(config_path, budget, overrides)
+    config = load(config_path, budget, overrides, domain)
+    # the domain decides what the analysis may select and which env a capability trains on;
+    # named in the inputs only off the default, so that earlier runs' stages stay reusable
+    in_domain = {} if config["pipeline"]["domain"] == DEFAULT_DOMAIN else {"domain": config["pipeline"]["domain"]}
     console = Console(stderr=True)
     say = log or (lambda m: console.print(f"[dim]{m}[/dim]"))
     run = stages.Run(Path(out), say)
@@ -68,10 +77,11 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
                          lambda d: stages.rollouts(config, agent, d))
         state["rollouts"] = runs
         step("analysis")
-        state["analysis"] = run.stage("analysis", {"runs": runs, "section": config["analysis"]},
+        state["analysis"] = run.stage("analysis", {"runs": runs, "section": config["analysis"], **in_domain},
                                       lambda d: stages.analysis(config, runs, d))
         step("envs")
-        state["envs"] = run.stage("envs", {"analysis": state["analysis"], "section": config["synthesis"]},
+        state["envs"] = run.stage("envs", {"analysis": state["analysis"], "section": config["synthesis"],
+                                           **in_domain},
                                   lambda d: stages.envs(config, state["analysis"], runs, d))
         step("audit")
         state["audit"] = run.stage("audit", {"envs": state["envs"], "kit": _kit_key()},

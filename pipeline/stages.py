@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.jsondata import sha256_json, write_json_atomic
-from trace_gym.pipeline.config import knobs
+from trace_gym.pipeline.config import domain_of, endpoint, given_model, knobs, recipe_table
 from trace_gym.provenance import dir_sha256
 from trace_gym.seeding import SPLITS
 
@@ -84,13 +84,34 @@ def local_factory(path: str, temperature: float, max_new_tokens: int, **extra: A
                              max_new_tokens=max_new_tokens, **extra)
 
 
+def base_factory(config: dict[str, Any], agent: dict[str, Any], temperature: float, max_new_tokens: int):
+    """The base agent's own policy factory: the "endpoint" policy on the server that
+    `[base_agent] base_url` names (vLLM serving the given model), else the "local" one on
+    its directory."""
+    served = endpoint(config)
+    if served is None:
+        return local_factory(agent["path"], temperature, max_new_tokens)
+    from trace_gym.agents import make_policy
+
+    return functools.partial(make_policy, "endpoint", base_url=served["base_url"], model=served["model"],
+                             temperature=temperature, max_tokens=max_new_tokens)
+
+
+def _served(factory: Any) -> bool:
+    """Whether the factory's policy waits on a server (its episodes then overlap in threads)."""
+    from trace_gym.agents import make_policy, policy_entry
+
+    return (isinstance(factory, functools.partial) and factory.func is make_policy and bool(factory.args)
+            and policy_entry(factory.args[0]).server)
+
+
 def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[str, Any], batch: int,
          samples: int = 1, knobs_added: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Episodes appended to `out` (resumed), `batch` in flight at once (a model policy
     generates them together)."""
     from trace_gym.rollout import read_records, rollout
 
-    rollout(env_id, factory, seeds, out, samples=samples, workers=batch, progress=True,
+    rollout(env_id, factory, seeds, out, samples=samples, workers=batch, progress=True, threaded=_served(factory),
             env_kwargs={**knobs(config, env_id), **(knobs_added or {})})
     wanted = set(seeds)
     return [r for r in read_records(out) if r["seed"] in wanted and r["sample"] < samples]
@@ -100,9 +121,20 @@ def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[st
 
 def base_agent(config: dict[str, Any], directory: Path) -> dict[str, Any]:
     """Stage 1: the base agent's model directory and its hash: the committed test fixture
-    (built from its recipe when not in a checkout) or a build from the `[base_agent]`
-    recipe."""
+    (built from its recipe when not in a checkout), the model `[base_agent] model` names,
+    used as is (and, with `base_url`, the name its endpoint serves it under), or a build from
+    the `[base_agent]` recipe."""
     section = config["base_agent"]
+    model = given_model(config)
+    if model:
+        from trace_gym.errors import InvalidConfig
+
+        if not (Path(model) / "config.json").is_file():
+            raise InvalidConfig(f"{config['source']}: [base_agent] model={model!r} is not a model directory (no "
+                                "config.json): name the directory of the weights (those the endpoint serves)")
+        served = endpoint(config)
+        return {"path": str(Path(model)), "sha256": dir_sha256(model),
+                **({"served_model": served["model"]} if served else {})}
     if section["fixture"]:
         checkout = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tiny_agent"
         if (checkout / "config.json").is_file():
@@ -114,8 +146,7 @@ def base_agent(config: dict[str, Any], directory: Path) -> dict[str, Any]:
     else:
         from trace_gym.baseagent.build import BaseAgentConfig, build
 
-        recipe = {k: v for k, v in section.items() if k != "fixture"}
-        path = build(BaseAgentConfig.from_table(recipe, where=f"{config['source']} [base_agent]",
+        path = build(BaseAgentConfig.from_table(recipe_table(config), where=f"{config['source']} [base_agent]",
                                                 seed=config["pipeline"]["seed"]), log=None)
     return {"path": str(path), "sha256": dir_sha256(path)}
 
@@ -126,7 +157,7 @@ def rollouts(config: dict[str, Any], agent: dict[str, Any], directory: Path) -> 
     """Stage 2: the base agent's greedy rollouts on each target's train seeds, with each
     file's hash and pass rate."""
     section = config["rollout"]
-    factory = local_factory(agent["path"], 0.0, section["max_new_tokens"])
+    factory = base_factory(config, agent, 0.0, section["max_new_tokens"])
     seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + i for i in range(section["episodes"])]
     files = {}
     for env_id in config["pipeline"]["targets"]:
@@ -139,7 +170,9 @@ def rollouts(config: dict[str, Any], agent: dict[str, Any], directory: Path) -> 
 
 def analysis(config: dict[str, Any], runs: dict[str, Any], directory: Path) -> dict[str, Any]:
     """Stage 3: the capability analysis of the rollouts, and where its selected capabilities
-    are written."""
+    are written. A known capability of another domain (`trace_gym.capabilities.ALL` less the
+    run's domain's) is not selected: its env trains another domain's agent."""
+    from trace_gym import capabilities as cap
     from trace_gym.analysis.aggregate import Params, default_k
     from trace_gym.analysis.pipeline import AnalysisConfig, analyze
 
@@ -150,22 +183,34 @@ def analysis(config: dict[str, Any], runs: dict[str, Any], directory: Path) -> d
         labeller=section["labeller"], runs=n, params=Params(k=default_k(n), n=n),
         base_url=section["base_url"] or None if llm else None, model=section["model"] or None if llm else None),
         log=lambda m: None)
-    return {"selected": str(directory / "selected_capabilities.json"),
-            "capabilities": [{"name": c["name"], "status": c["status"], "mean_delta": c.get("mean_delta"),
-                              "mean_cov": c.get("mean_cov")} for c in data["capabilities"]]}
+    foreign = set(cap.ALL) - set(domain_of(config).capability_envs)
+    out: dict[str, Any] = {"selected": str(directory / "selected_capabilities.json"), "capabilities": []}
+    for c in data["capabilities"]:
+        row = {"name": c["name"], "status": c["status"], "mean_delta": c.get("mean_delta"),
+               "mean_cov": c.get("mean_cov")}
+        if c["name"] in foreign and c["status"] != "NOT_SELECTED":
+            row["status"] = "NOT_SELECTED"
+            out.setdefault("notes", []).append(f"{c['name']}: selected by the analysis ({c['status']}) but a "
+                                               f"capability of another domain than {domain_of(config).name!r}; "
+                                               "not trained")
+        out["capabilities"].append(row)
+    return out
 
 
 # -- 4. envs (shipped or synthesized), 5. audit -------------------------------------------------
 
 def envs(config: dict[str, Any], selected: dict[str, Any], runs: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """Stage 4: an env per selected capability: the shipped one of its name, or one
-    synthesized when an endpoint is configured; notes say which capabilities got none."""
+    """Stage 4: an env per selected capability: the shipped one of its name (the domain's
+    env of that capability: `PipelineDomain.capability_envs`), or one synthesized when an
+    endpoint is configured; notes say which capabilities got none."""
     chosen = [c for c in selected["capabilities"] if c["status"] != "NOT_SELECTED"]
-    out, notes = [], []
+    out, notes = [], list(selected.get("notes", []))
     pending = [c for c in chosen if c["status"] != "SHIPPED"]
+    shipped = domain_of(config).capability_envs
     for c in chosen:
         if c["status"] == "SHIPPED":
-            out.append({"capability": c["name"], "env_id": f"trace/{c['name']}-v0", "origin": "shipped"})
+            out.append({"capability": c["name"], "env_id": shipped.get(c["name"], f"trace/{c['name']}-v0"),
+                        "origin": "shipped"})
     if pending and config["synthesis"]["base_url"]:
         from openai import OpenAI
 
@@ -213,7 +258,7 @@ def calibrate(config: dict[str, Any], agent: dict[str, Any], audited: dict[str, 
     from trace_gym.calibration import calibrate as check
 
     section = config["calibrate"]
-    factory = local_factory(agent["path"], 1.0, config["rollout"]["max_new_tokens"])
+    factory = base_factory(config, agent, 1.0, config["rollout"]["max_new_tokens"])
     seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 100_000 + i for i in range(section["seeds"])]
     out = {}
     for env in audited["trainable"]:
@@ -255,7 +300,7 @@ def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: 
     start = SPLITS["train"].start + ROLLOUT_OFFSET + 600_000
     train = [start + i for i in range(section["gepa_train_seeds"])]
     val = [start + 100_000 + i for i in range(section["gepa_val_seeds"])]
-    factory = local_factory(agent["path"], 0.0, config["eval"]["max_new_tokens"])
+    factory = base_factory(config, agent, 0.0, config["eval"]["max_new_tokens"])
     return optimize_instructions(target, knobs(config, target), factory,
                                  endpoint_lm(section["gepa_base_url"], section["gepa_model"] or "default"),
                                  train, val, section["gepa_max_metric_calls"], seed=config["pipeline"]["seed"],
@@ -298,7 +343,7 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
     instructions per target) adds the "GEPA" row, the base agent with them (`instructed`)."""
     section = config["eval"]
     sampling = {"temperature": 0.0, "max_new_tokens": section["max_new_tokens"]}
-    out = {"base": local_factory(agent["path"], **sampling)}
+    out = {"base": base_factory(config, agent, **sampling)}
     for env_id, a in adapters.items():
         out[f"adapter {env_id.split('/')[1].removesuffix('-v0')}"] = local_factory(agent["path"], adapter=a["adapter"],
                                                                                    **sampling)
@@ -311,7 +356,7 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
     for target, d in direct.items():
         out[f"direct GRPO on {target.split('/')[1]}"] = local_factory(agent["path"], adapter=d["adapter"], **sampling)
     if prompted:
-        out["GEPA"] = local_factory(agent["path"], **sampling)
+        out["GEPA"] = base_factory(config, agent, **sampling)
     return out
 
 

@@ -29,7 +29,7 @@ def read_prompt(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-SHIPPED_CONFIGS = ("embedded", "gpu-qwen3-30b-a3b")
+SHIPPED_CONFIGS = ("coding", "embedded", "gpu-qwen3-30b-a3b")
 """The run configurations in `configs/` (installed as `trace_gym.configs`), by name."""
 
 

@@ -1,4 +1,5 @@
-"""`trace-gym pipeline`: the whole loop on the embedded default, resumable stage by stage."""
+"""`trace-gym pipeline`: the whole loop on the embedded default (or `--domain coding`),
+resumable stage by stage."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ HELP = "the whole loop on the embedded default: analysis, envs, adapters, compos
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags."""
-    p.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded)")
+    from trace_gym.pipeline.config import DOMAIN_NAMES
+
+    p.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded; "
+                   "with --domain coding, coding)")
+    p.add_argument("--domain", choices=DOMAIN_NAMES, help="the domain, over the configuration's [pipeline] domain: its "
+                   "targets (unless the configuration names them) and the capabilities the analysis may select. "
+                   "coding needs a model that can code, served by vLLM or an endpoint ([base_agent] model, "
+                   "base_url: the shipped coding configuration), or --budget smoke (the fixture, plumbing only)")
     p.add_argument("--out", default="runs/pipeline", help="run directory (a rerun reuses every unchanged stage)")
     p.add_argument("--budget", default="default", choices=["smoke", "default"],
                    help="smoke: every stage with the committed test fixture as the base agent (plumbing only)")
@@ -25,11 +33,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from trace_gym.pipeline.plan import dry_run
 
-        print(dry_run(args.config, args.budget))
+        print(dry_run(args.config, args.budget, domain=args.domain))
         return 0
     from trace_gym.pipeline.run import main_table, run_pipeline
 
-    state = run_pipeline(args.config, Path(args.out), args.budget, log=(lambda m: None) if args.quiet else None)
+    state = run_pipeline(args.config, Path(args.out), args.budget, log=(lambda m: None) if args.quiet else None,
+                         domain=args.domain)
     print(main_table(state))
     print(f"report: {state['report']['markdown']} and {state['report']['html']}")
     return 0

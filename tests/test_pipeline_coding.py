@@ -1,0 +1,233 @@
+"""`trace-gym pipeline --domain coding`: the domain picks the coding target and the coding
+capability envs; the coding domain refuses the embedded customer-service recipe; on CPU its
+plumbing runs end to end with the committed fixture (the shipped `coding` configuration's
+smoke budget, smaller still), and the base agent's own episodes go to an endpoint when
+`[base_agent] base_url` names one (a scripted local server stands in for vLLM)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from trace_gym import capabilities as cap
+from trace_gym.coding import DOMAIN
+from trace_gym.coding.sandbox import sandbox_available
+from trace_gym.errors import InvalidConfig
+from trace_gym.pipeline.config import load
+
+FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
+MICRO = {"rollout": {"episodes": 2}, "calibrate": {"seeds": 1, "samples": 2},
+         "train": {"iterations": 2, "checkpoint_every": 1}, "compose": {"episodes": 2}, "eval": {"seeds": 2}}
+"""The smoke budget smaller still (as tests/test_pipeline.py's MICRO): each coding episode runs
+sandboxed commands."""
+
+needs_sandbox = pytest.mark.skipif(not sandbox_available()[0],
+                                   reason=f"coding episodes run in the sandbox: {sandbox_available()[1]}")
+
+
+def _toml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+def test_an_unknown_domain_is_refused_naming_the_file_the_table_and_the_allowed_values(tmp_path):
+    path = _toml(tmp_path, '[pipeline]\ndomain = "cooking"\n')
+    with pytest.raises(InvalidConfig, match=rf"{path}: \[pipeline\] domain='cooking'; "
+                                            r"allowed: customer_service, coding"):
+        load(path)
+    with pytest.raises(InvalidConfig, match=r"--domain 'cooking' is not known; allowed: customer_service, coding"):
+        load(domain="cooking")
+
+
+def test_the_domain_picks_the_targets_unless_the_file_names_them(tmp_path):
+    default = load()  # customer service, as before the key existed
+    assert default["pipeline"]["domain"] == "customer_service"
+    assert default["pipeline"]["targets"] == ["trace/airline-v0", "trace/retail-v0"]
+    assert load(_toml(tmp_path, "[pipeline]\nseed = 1\n"))["pipeline"]["targets"] == \
+        ["trace/airline-v0", "trace/retail-v0"]
+
+    coding = load(domain="coding")  # --domain coding without --config: the shipped coding configuration
+    assert coding["source"] == str(REPO / "configs" / "coding.toml")
+    assert coding["pipeline"]["domain"] == "coding" and coding["pipeline"]["targets"] == [DOMAIN.target_env_id]
+    assert load("coding")["pipeline"]["targets"] == [DOMAIN.target_env_id]
+
+    # the flag over the file: a file that names no targets gets the flag's domain's
+    path = _toml(tmp_path, "[base_agent]\nfixture = true\n")
+    assert load(path, domain="coding")["pipeline"]["targets"] == [DOMAIN.target_env_id]
+    # a file that names targets keeps them; another domain's are refused, naming them
+    named = _toml(tmp_path, '[pipeline]\ndomain = "coding"\ntargets = ["trace/coding-v0"]\n[base_agent]\n'
+                            "fixture = true\n")
+    assert load(named)["pipeline"]["targets"] == ["trace/coding-v0"]
+    with pytest.raises(InvalidConfig, match=r"embedded\.toml: \[pipeline\] targets \['trace/airline-v0', "
+                                            r"'trace/retail-v0'\] are not targets of domain 'coding'"):
+        load("embedded", domain="coding")
+
+
+def test_the_coding_domain_refuses_the_embedded_recipe_and_takes_a_given_model_or_the_fixture(tmp_path):
+    path = _toml(tmp_path, '[pipeline]\ndomain = "coding"\n')
+    with pytest.raises(InvalidConfig, match=r"domain='coding' needs a base agent that can code: the \[base_agent\] "
+                                            r"recipe builds the embedded SmolLM2-135M customer-service agent\. "
+                                            r"Set \[base_agent\] model .* or fixture = true"):
+        load(path)
+    assert load(path, "default", {"base_agent": {"fixture": True}})["base_agent"]["fixture"] is True
+    given = load(path, "default", {"base_agent": {"model": str(FIXTURE)}})
+    assert given["base_agent"]["model"] == str(FIXTURE)
+    with pytest.raises(InvalidConfig, match=r"\[base_agent\] base_url='http://gpu:8000/v1' needs model"):
+        load(path, "default", {"base_agent": {"fixture": True, "base_url": "http://gpu:8000/v1"}})
+    # the customer-service recipe table stays the recipe's alone when the new keys are absent
+    assert not {"model", "base_url", "served_model"} & set(load()["base_agent"])
+
+
+def test_the_shipped_coding_configuration_is_model_scale_and_its_smoke_budget_the_fixture():
+    config = load("coding")
+    agent = config["base_agent"]
+    assert agent["model"] and agent["base_url"] and not agent["fixture"]
+    assert config["train"]["backend"] == "vllm"
+    smoke = load("coding", "smoke")
+    assert smoke["base_agent"]["fixture"] is True and smoke["train"]["backend"] != "vllm"
+    from trace_gym.pipeline.stages import train_config
+
+    for env_id in DOMAIN.capability_env_ids:  # both recipes are valid trainer configs for the coding envs
+        assert train_config(config, env_id).env_kwargs["prompt_style"] == "full"
+        assert train_config(smoke, env_id).lora_target_parameters == ()
+
+
+def test_the_dry_run_plans_the_coding_target_and_the_coding_capability_envs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TRACE_GYM_HOME", str(tmp_path / "home"))
+    from trace_gym import rates
+    from trace_gym.cli import main
+    from trace_gym.pipeline.plan import _player, dry_run
+
+    assert main(["pipeline", "--domain", "coding", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"plan of {REPO / 'configs' / 'coding.toml'} (budget default)")
+    assert "the given model /models/Qwen3-30B-A3B" in text and "at most 2 shipped ones" in text
+    assert "played on the endpoint http://localhost:8000/v1 (Qwen/Qwen3-30B-A3B)" in text  # rollouts, calibration
+
+    rates.record(_player(1.0), "trace/code_localization-v0", 40, 60 * 10)  # 4 a minute
+    smoke = dry_run(domain="coding", budget="smoke")
+    calibrate = next(line for line in smoke.splitlines() if line.strip().startswith("calibrate"))
+    assert "2.0 min" in calibrate  # 2 coding envs x 2 seeds x 2 samples at 4 a minute; no customer-service env
+    assert "the committed test fixture" in smoke
+
+    customer_service = dry_run()
+    assert "at most 4 shipped ones" in customer_service
+
+
+# -- the analysis's capabilities and their envs ------------------------------------------------
+
+def _canned_analysis(monkeypatch, names):
+    """`analyze` replaced by one that selects `names` (every shipped capability's status)."""
+    import trace_gym.analysis.pipeline as analysis
+
+    def analyze(inputs, out_dir, config, log=None):
+        return {"capabilities": [{"name": n, "status": "SHIPPED", "mean_delta": 0.5, "mean_cov": 0.5} for n in names]}
+
+    monkeypatch.setattr(analysis, "analyze", analyze)
+
+
+@pytest.mark.parametrize("domain", ["coding", "customer_service"])
+def test_the_analysis_selects_only_the_domains_capabilities_and_each_maps_to_its_shipped_env(tmp_path, monkeypatch,
+                                                                                            domain):
+    from trace_gym.pipeline import stages
+
+    config = load(None, overrides={"base_agent": {"fixture": True}}, domain=domain)
+    _canned_analysis(monkeypatch, [cap.LOCALIZATION, cap.PRECISION, cap.REPRODUCTION])
+    selected = stages.analysis(config, {"files": {}}, tmp_path)
+    status = {c["name"]: c["status"] for c in selected["capabilities"]}
+    ours, other = ((cap.CODING, cap.CUSTOMER_SERVICE) if domain == "coding" else (cap.CUSTOMER_SERVICE, cap.CODING))
+    assert all(status[n] == "SHIPPED" for n in status if n in ours)
+    assert all(status[n] == "NOT_SELECTED" for n in status if n in other)
+    assert all(f"another domain than {domain!r}" in note for note in selected["notes"])
+
+    chosen = stages.envs(config, selected, {"files": {}}, tmp_path)
+    expected = ({cap.LOCALIZATION: "trace/code_localization-v0", cap.REPRODUCTION: "trace/issue_reproduction-v0"}
+                if domain == "coding" else {cap.PRECISION: "trace/tool_calling_precision-v0"})
+    assert {e["capability"]: e["env_id"] for e in chosen["envs"]} == expected
+    if domain == "coding":  # the domain record's envs
+        assert set(expected.values()) == set(DOMAIN.capability_env_ids)
+    assert chosen["notes"] == selected["notes"]  # the report says why the other domain's were left out
+    audited = stages.audit(config, chosen, tmp_path)
+    assert [e["env_id"] for e in audited["trainable"]] == list(expected.values())  # shipped: trusted
+
+
+# -- end to end on CPU --------------------------------------------------------------------------
+
+@needs_sandbox
+@pytest.mark.slow
+def test_the_coding_pipeline_runs_end_to_end_on_the_fixture_and_reuses_every_stage(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from trace_gym.pipeline.run import run_pipeline
+
+    started = time.perf_counter()
+    state = run_pipeline(None, tmp_path / "run", "smoke", log=lambda m: None, overrides=MICRO, domain="coding")
+    assert time.perf_counter() - started < 180, "the micro budget's coding pipeline takes at most 3 minutes"
+    assert state["config"]["source"] == str(REPO / "configs" / "coding.toml")
+    assert Path(state["agent"]["path"]) == FIXTURE and "served_model" not in state["agent"]
+    assert list(state["rollouts"]["files"]) == [DOMAIN.target_env_id]
+    records = [json.loads(line) for line in Path(state["rollouts"]["files"][DOMAIN.target_env_id]["path"])
+               .read_text().splitlines()]
+    assert len(records) == 2 and all(r["capabilities_needed"] == list(cap.CODING) for r in records)
+    selected = [c["name"] for c in state["analysis"]["capabilities"] if c["status"] != "NOT_SELECTED"]
+    assert selected and set(selected) <= set(cap.CODING)
+    trained = set(state["adapters"])
+    assert trained and trained <= set(DOMAIN.capability_env_ids)
+    assert set(state["calibration"]) == trained and state["compose"] is not None
+    assert state["eval"]["order"][0] == "base" and {"router", "mixture"} <= set(state["eval"]["order"])
+    assert set(state["eval"]["table"]["base"]) == {DOMAIN.target_env_id}
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "(greedy, full prompts)" in report and "| trace/coding-v0 | mixture vs base |" in report
+
+    again = run_pipeline(None, tmp_path / "run", "smoke", log=lambda m: None, overrides=MICRO, domain="coding")
+    assert set(again["skipped"]) == set(again["seconds"])
+
+
+def _scripted(body):
+    """A scripted coding agent behind the endpoint: report a wrong location where it can,
+    else submit at once."""
+    from tests.agents.fake_server import tool_call
+
+    names = {t["function"]["name"] for t in body.get("tools") or []}
+    if "report_location" in names:
+        return "ok", tool_call("report_location", {"file": "nowhere.py", "function": "nothing"})
+    return "ok", tool_call("submit", {})
+
+
+@needs_sandbox
+def test_the_base_agents_own_episodes_play_on_the_endpoint_and_the_adapters_on_its_weights(tmp_path):
+    pytest.importorskip("torch")
+    from tests.agents.fake_server import FakeServer
+    from trace_gym.pipeline import stages
+
+    with FakeServer(_scripted) as server:
+        config = load("coding", "smoke", {**MICRO, "base_agent": {
+            "fixture": False, "model": str(FIXTURE), "base_url": server.url, "served_model": "coder"}})
+        agent = stages.base_agent(config, tmp_path / "agent")
+        assert agent["path"] == str(FIXTURE) and agent["served_model"] == "coder"
+        runs = stages.rollouts(config, agent, tmp_path / "rollouts")
+        after_rollouts = len(server.requests)
+        env_id = "trace/code_localization-v0"
+        calibration = stages.calibrate(config, agent, {"trainable": [{"capability": cap.LOCALIZATION,
+                                                                      "env_id": env_id}]}, tmp_path / "calibrate")
+        policies = stages.contenders(config, agent, {env_id: {"adapter": "unused"}}, None, {})
+        table = stages.evaluate(config, {"base": policies["base"]}, tmp_path / "eval")["table"]
+    assert len(server.requests) == after_rollouts + 2 + 2  # 2 calibration samples, 2 test seeds: one turn each
+    assert {r["model"] for r in server.requests} == {"coder"} and {r["max_tokens"] for r in server.requests} == {16}
+    temperatures = [r["temperature"] for r in server.requests]
+    assert set(temperatures[:after_rollouts]) == {0.0} and temperatures[after_rollouts:after_rollouts + 2] == [1.0] * 2
+    assert runs["files"][DOMAIN.target_env_id]["pass_rate"] == 0.0  # submitted without a fix
+    assert calibration[env_id]["mean_reward"] == 0.0 and table["base"][DOMAIN.target_env_id]["episodes"] == 2
+    record = json.loads(Path(runs["files"][DOMAIN.target_env_id]["path"]).read_text().splitlines()[0])
+    assert record["run"]["policy"]["name"] == "endpoint" and record["run"]["policy"]["model"] == "coder"
+    assert record["run"]["env_kwargs"]["prompt_style"] == "full"
+    # the adapters play on the given model's weights, on a local engine
+    adapter = policies[f"adapter {cap.LOCALIZATION}"]
+    assert adapter.args == ("local",) and adapter.keywords["model_path"] == str(FIXTURE)
