@@ -164,3 +164,17 @@ def test_reproduced_means_the_code_ran_before_the_first_edit_of_the_package(envs
                               (calls(edit, ("run_tests", {})), False)):
         checks = {c.name: c.passed for c in process_checks(task, repo, repo, conversation)}
         assert checks["reproduced"] is ran, conversation
+
+
+def test_an_exception_class_of_the_package_is_not_taken_for_the_builtin_of_its_name(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=0)
+    task = env.task
+    shadow = {**task.fixed_files, f"{task.package}/trap.py":
+              "class ValueError(Exception):\n    pass\n\n\ndef f():\n    raise ValueError('x')\n\n\ndef g():\n"
+              "    raise KeyError('y')\n"}
+    from trace_gym.coding.repo import HiddenTest
+    tests = (HiddenTest("own", "f2p", "trap", "f", [], {"raises": "ValueError"}),
+             HiddenTest("builtin", "f2p", "trap", "g", [], {"raises": "KeyError"}))
+    outcomes, _ = hidden_outcomes(task, shadow, tests)
+    assert outcomes == [{"raises": f"{task.package}.trap.ValueError"}, {"raises": "KeyError"}]

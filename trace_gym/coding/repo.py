@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
+from trace_gym.coding.runner import exception_name
 from trace_gym.coding.templates import CONSTANTS, FUNCTIONS, MODULES, Bug, FunctionTemplate, ModuleTemplate, fill
 from trace_gym.errors import InternalError
 from trace_gym.rng import Rng
@@ -202,7 +203,7 @@ def outcome(fn: Any, args: list[Any]) -> dict[str, Any]:
     try:
         value = fn(*json.loads(json.dumps(args)))
     except Exception as exc:  # the outcome of a call is data here
-        return {"raises": type(exc).__name__}
+        return {"raises": exception_name(exc)}
     return {"value": json.loads(json.dumps(value))}
 
 

@@ -29,10 +29,18 @@ import sys
 MARK = "\x1e"
 
 
+def exception_name(exc):
+    """The name an outcome records for an exception: a built-in's own name ("ValueError"),
+    any other class's module and qualified name, so a class of the package's own that is
+    called ValueError is not taken for the built-in."""
+    cls = type(exc)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _emit(out, record):
     try:
         line = json.dumps(record, allow_nan=False)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - a value JSON cannot write (a cycle, a nan, nesting too deep)
         line = json.dumps({k: v for k, v in record.items() if k != "value"} | {"raises": "UnserializableResult"})
     out.write(MARK + line + "\n")
     out.flush()
@@ -48,7 +56,7 @@ def _calls(request, out):
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt,)):
                 raise
-            record = {"i": i, "raises": type(exc).__name__}
+            record = {"i": i, "raises": exception_name(exc)}
         _emit(out, record)
 
 
@@ -59,7 +67,7 @@ def _tests(request, out):
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001
-            _emit(out, {"file": path, "test": None, "passed": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            _emit(out, {"file": path, "test": None, "passed": False, "error": f"{exception_name(exc)}: {exc}"[:300]})
             continue
         for name in sorted(n for n in vars(module) if n.startswith("test_") and callable(getattr(module, n))):
             try:
@@ -67,7 +75,7 @@ def _tests(request, out):
                 _emit(out, {"file": path, "test": name, "passed": True, "error": ""})
             except BaseException as exc:  # noqa: BLE001
                 _emit(out, {"file": path, "test": name, "passed": False,
-                            "error": f"{type(exc).__name__}: {exc}"[:300]})
+                            "error": f"{exception_name(exc)}: {exc}"[:300]})
 
 
 def main():
