@@ -12,9 +12,10 @@ changed) are copied beside trace-gym's two versions of the package, the buggy on
 episode started from and the correct one, never the agent's package; each version runs
 them in a fresh sandbox. 1.0 when on the correct package they define at least one test and
 every test passes, and on the buggy package at least one test fails; else 0. So a test that
-always fails, one that always passes, or a change to the package itself earns nothing.
-What a test reports is what it observes of the package it runs against; a test that tells
-the versions apart by reading their source text rather than calling them is not ruled out.
+always fails, one that always passes, or a change to the package itself earns nothing. Both
+versions' modules start with a line the agent's copy lacks, so a test that recognises the
+buggy package by its text (a hash, a line count) fails on both; one that reads the source
+for the fixed line's exact text is not ruled out (it has to know the fix to do so).
 
 Episode end. submit, a reply without a tool call, or the step limit (12).
 
@@ -64,9 +65,17 @@ def agent_tests(initial: Repo, final: Repo) -> dict[str, str]:
             and p.count("/") == 1 and initial.files.get(p) != t}
 
 
+VARIANT_HEADER = "# The package as the reproduction verifier builds it: the same code, another text.\n"
+"""Put at the top of each package module the verifier runs the agent's tests against, so
+that the two versions' text differs from the copy the agent saw (`run_tests_on`)."""
+
+
 def run_tests_on(files: dict[str, str], tests: dict[str, str]) -> list[dict[str, Any]]:
-    """The runner's per-test records for `tests` beside the package in `files`."""
-    package = {p: t for p, t in files.items() if not p.startswith("tests/")}
+    """The runner's per-test records for `tests` beside the package in `files`, each module
+    of which starts with VARIANT_HEADER: a test that recognises the buggy package by its text
+    (a hash, a line count) rather than by calling it fails on both versions."""
+    package = {p: (VARIANT_HEADER + t if p.endswith(".py") else t) for p, t in files.items()
+               if not p.startswith("tests/")}
     result, _, _ = run({**package, **tests}, runner_argv("tests"), stdin=dumps({"files": sorted(tests)}).encode(),
                        keep=False)
     return [r for r in marked_lines(result.stdout) if r.get("file") in tests]

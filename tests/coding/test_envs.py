@@ -178,3 +178,19 @@ def test_an_exception_class_of_the_package_is_not_taken_for_the_builtin_of_its_n
              HiddenTest("builtin", "f2p", "trap", "g", [], {"raises": "KeyError"}))
     outcomes, _ = hidden_outcomes(task, shadow, tests)
     assert outcomes == [{"raises": f"{task.package}.trap.ValueError"}, {"raises": "KeyError"}]
+
+
+def test_odd_names_deep_folders_and_folder_bombs_are_not_kept_and_nothing_raises(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=1)
+    before = dict(env.episode.world.files)
+    obs = env.step({"name": "run_command", "arguments": {"command": (
+        "touch \"$(printf 'x\\377.txt')\" \"$(printf 'a\\nb.py')\"; "
+        "python -c \"import os\nfor i in range(1500):\n    os.mkdir('d'); os.chdir('d')\"")}})[0]
+    assert env.episode.world.files == before and "not kept" in obs[-1]["content"]
+    obs = env.step({"name": "run_command", "arguments": {"command": "mkdir $(seq 1 3000)"}})[0]
+    assert env.episode.world.files == before and "discarded" in obs[-1]["content"]
+    obs = env.step({"name": "create_file", "arguments": {"path": f"{env.task.package}/__init__.py/x.py",
+                                                          "content": "x = 1\n"}})[0]
+    assert obs[-1]["content"].startswith("Error:")
+    assert env.step({"name": "submit", "arguments": {}})[1] == 0.0

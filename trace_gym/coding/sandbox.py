@@ -632,8 +632,13 @@ def _kill_all(proc: subprocess.Popen[bytes], group: _Cgroup | None) -> None:
             _kill(pid)
 
 
+_ENTRY_BYTES = 4096  # what one file or folder costs the file system at least (an inode, a block)
+
+
 def _tree_bytes(root: str, enough: int) -> int:
-    """The bytes of the files under `root` (links not followed), counted until past `enough`."""
+    """The bytes under `root` (links not followed), each entry, an empty file or a folder
+    included, counted as at least _ENTRY_BYTES (so a bomb of empty files or folders counts
+    too), until past `enough`."""
     total, stack = 0, [root]
     while stack and total <= enough:
         try:
@@ -641,8 +646,9 @@ def _tree_bytes(root: str, enough: int) -> int:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
+                        total += _ENTRY_BYTES
                     else:
-                        total += entry.stat(follow_symlinks=False).st_size
+                        total += max(_ENTRY_BYTES, entry.stat(follow_symlinks=False).st_size)
         except OSError:  # a directory the command removed or locked meanwhile
             continue
     return total

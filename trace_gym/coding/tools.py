@@ -124,6 +124,9 @@ def create_file(repo: Repo, path: str, content: str) -> str:
         raise ToolError(f"invalid path {path!r}: give a file path inside the repository")
     if any(p.startswith(clean + "/") for p in repo.files):
         raise ToolError(f"{clean!r} is a directory")
+    parents = [clean[:i] for i, ch in enumerate(clean) if ch == "/"]
+    if any(parent in repo.files for parent in parents):
+        raise ToolError(f"{clean!r} would put a file inside the file {next(q for q in parents if q in repo.files)!r}")
     if len(content) > MAX_EDIT_CHARS:
         raise ToolError(f"content is {len(content)} characters; at most {MAX_EDIT_CHARS}")
     repo.files[clean] = content

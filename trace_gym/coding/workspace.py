@@ -19,6 +19,7 @@ import os
 import posixpath
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,39 +85,84 @@ def materialize(files: dict[str, str], directory: Path) -> None:
         target.write_text(text, encoding="utf-8")
 
 
+MAX_DEPTH = 16
+"""Deepest folder a repository may hold after a command (deeper ones are not kept)."""
+MAX_ENTRIES = 4 * MAX_FILES
+"""Most files, folders and other entries a command may leave; past it its changes are
+discarded (a folder bomb is as costly to read back as a file bomb)."""
+
+
 def read_back(directory: Path) -> tuple[dict[str, str] | None, list[str]]:
     """The text files a command left under `directory` (never following a link), and what
-    was not kept; None for the files when the directory holds more than a repository may."""
+    was not kept; None for the files when the directory holds more than a repository may.
+    A name that is not a clean repository path (not UTF-8, a control character such as a
+    newline) and anything deeper than MAX_DEPTH folders are not kept. Walks iteratively
+    (`os.scandir`), so no nesting makes it recurse."""
     files: dict[str, str] = {}
     dropped: list[str] = []
-    total = 0
-    for root, dirs, names in os.walk(directory, followlinks=False):
-        dirs.sort()
-        for name in sorted(names):
-            full = os.path.join(root, name)
-            rel = os.path.relpath(full, directory).replace(os.sep, "/")
-            info = os.lstat(full)
+    total = entries = 0
+    stack = [("", 0)]
+    while stack:
+        rel_dir, depth = stack.pop()
+        try:
+            with os.scandir(os.path.join(directory, rel_dir) if rel_dir else directory) as found:
+                items = sorted(found, key=lambda e: e.name)
+        except OSError:
+            dropped.append(rel_dir or ".")
+            continue
+        for entry in items:
+            entries += 1
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                dropped.append(repr(rel))
+                continue
             total += info.st_size
-            if total > REPO_KEEP_BYTES or len(files) >= MAX_FILES:
-                return None, [f"the repository grew past {REPO_KEEP_BYTES >> 20} MiB or {MAX_FILES} files"]
+            if total > REPO_KEEP_BYTES or len(files) >= MAX_FILES or entries > MAX_ENTRIES:
+                return None, [f"the repository grew past {REPO_KEEP_BYTES >> 20} MiB, {MAX_FILES} files or "
+                              f"{MAX_ENTRIES} entries"]
+            if clean_path(rel) != rel or _not_utf8(rel):
+                dropped.append(repr(rel))
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                if depth + 1 < MAX_DEPTH:
+                    stack.append((rel, depth + 1))
+                else:
+                    dropped.append(rel + "/")
+                continue
             if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_KEEP_BYTES:
                 dropped.append(rel)
                 continue
             try:
-                with open(full, "rb") as fh:
+                with open(entry.path, "rb") as fh:
                     files[rel] = fh.read().decode("utf-8")
             except (UnicodeDecodeError, OSError):
                 dropped.append(rel)
-    return files, dropped
+    return files, sorted(dropped)
+
+
+def _not_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.scandir gives undecodable bytes as surrogates
+        return True
+    return False
 
 
 def _remove(directory: Path) -> None:
-    def unlock(func: Any, path: str, _exc: Any) -> None:  # a command may chmod its files away
+    """Remove a command's directory, whatever it left: files it chmod'ed away, or folders
+    nested deeper than shutil.rmtree's recursion (then `rm -rf`, which does not recurse)."""
+    def unlock(func: Any, path: str, _exc: Any) -> None:
         os.chmod(os.path.dirname(path), 0o700)
         os.chmod(path, 0o700)
         func(path)
 
-    shutil.rmtree(directory, onerror=unlock)
+    try:
+        shutil.rmtree(directory, onerror=unlock)
+    except (OSError, RecursionError):
+        subprocess.run(["chmod", "-R", "u+rwx", str(directory)], capture_output=True, check=False)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(directory)], capture_output=True, check=False)
 
 
 Runner = Callable[[dict[str, str], list[str], bytes, CommandLimits, bool],
@@ -151,7 +197,7 @@ def run(files: dict[str, str], argv: list[str], stdin: bytes = b"", limits: Comm
         if not keep:
             return result, None, []
         after, dropped = read_back(directory)
-        notes = [f"not kept (a link, binary, or over {FILE_KEEP_BYTES >> 10} KiB): {', '.join(dropped[:10])}"] \
+        notes = [f"not kept (a link, binary, over {FILE_KEEP_BYTES >> 10} KiB, oddly named or nested too deep): {', '.join(dropped[:10])}"] \
             if dropped and after is not None else []
         if after is None:
             notes = [f"{dropped[0]}: the command's changes to the repository are discarded"]

@@ -17,8 +17,9 @@ must score 0 on every seed:
   for the snippet's own arguments (the hidden tests use other inputs).
 
 Against `trace/issue_reproduction-v0`: `do_nothing`, a test that always fails, one that
-always passes, one asserting the buggy output (`assert_buggy_output`), and a copy of a
-visible test must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
+always passes, one asserting the buggy output (`assert_buggy_output`), a copy of a
+visible test, and one that recognises the buggy package by the hash of its text
+(`package_hash`) must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
 `name_issue_function` (report the function the issue calls, in the module that defines
 it) may earn no more than the oracle's half: it is right only where the bug is not one call
 away.
@@ -139,6 +140,19 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
+def _package_hash(task: dict[str, Any]) -> list[Any]:
+    """A test that fails exactly when the package's text is the one the agent was given."""
+    import hashlib
+
+    pkg = task["package"]
+    paths = sorted(p for p in task["files"] if p.startswith(pkg + "/"))
+    digest = hashlib.sha256("".join(task["files"][p] for p in paths).encode()).hexdigest()
+    text = (f"import hashlib\n\n\ndef test_issue():\n    paths = {paths!r}\n"
+            f"    text = ''.join(open('/repo/' + p).read() for p in paths)\n"
+            f"    assert hashlib.sha256(text.encode()).hexdigest() != {digest!r}\n")
+    return [{"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}]
+
+
 REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "do_nothing": _scripted(lambda t: []),
     "always_fails": _scripted(_test_file("def test_issue():\n    assert False\n")),
@@ -146,6 +160,7 @@ REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "imports_only": _scripted(_test_file("from {pkg} import {module}\n\n\ndef test_issue():\n    {module}.{fn}\n")),
     "copy_visible_test": _scripted(_copy_visible),
     "assert_buggy_output": _buggy_output,
+    "package_hash": _scripted(_package_hash),
 }
 """issue_reproduction-v0's adversaries (each must score 0 on every seed)."""
 
