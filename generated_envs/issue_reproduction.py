@@ -8,10 +8,13 @@ Tools. The coding target's tools (list_files, open_file, search, edit_file, crea
 run_command, run_tests, submit); commands run in the sandbox.
 
 Reward. The agent's test files (files under tests/ named test_*.py that it created or
-changed) are copied beside trace-gym's two versions of the package, the buggy one the
-episode started from and the correct one, never the agent's package; each version runs
+changed) are copied beside trace-gym's versions of the package, never the agent's: the
+correct one, the buggy one the episode started from, and a decoy (the correct one whose
+reported function and buggy function return a value equal to nothing); each version runs
 them in a fresh sandbox. 1.0 when on the correct package they define at least one test and
-every test passes, and on the buggy package at least one test fails; else 0. So a test that
+every test passes, and on the buggy package and on the decoy at least one test fails; else
+0. The decoy makes a test that only recognises the agent's copy (a hash of its text or AST)
+or only asserts that the reported wrong output is gone score 0. So a test that
 always fails, one that always passes, or a change to the package itself earns nothing. Both
 versions' modules start with a line the agent's copy lacks, so a test that recognises the
 buggy package by its text (a hash, a line count) fails on both; one that reads the source
@@ -81,20 +84,59 @@ def run_tests_on(files: dict[str, str], tests: dict[str, str]) -> list[dict[str,
     return [r for r in marked_lines(result.stdout) if r.get("file") in tests]
 
 
+DECOY = '''
+
+
+class _Decoy:
+    """What the decoy version's reported functions return: a value equal to nothing."""
+
+    def __eq__(self, other):
+        return False
+
+    __hash__ = None
+
+
+def {name}(*args, **kwargs):
+    return _Decoy()
+'''
+"""Appended to a module of the decoy version, redefining one of its functions."""
+
+
+def decoy_files(task: CodingTask) -> dict[str, str]:
+    """The decoy version: the correct package whose reported function and buggy function
+    (the same one, or a helper it calls) return a value equal to nothing. A test that calls
+    them and checks the result fails on it; a test that only tells the agent's copy from any
+    other text (a hash, an AST, a line count), or asserts only that the reported wrong output
+    is gone, passes on it, and so earns nothing."""
+    files = task.fixed_files
+    for module_path, name in {(f"{task.package}/{task.api_module}.py", task.api_function),
+                              (task.bug_file, task.bug_function)}:
+        files[module_path] += DECOY.format(name=name)
+    return files
+
+
 def verify(task: CodingTask, initial: Repo, final: Repo) -> Verdict:
-    """1.0 when the agent's tests pass on the correct package and one fails on the buggy one."""
+    """1.0 when the agent's tests pass on the correct package, and one fails on the buggy one
+    and one on the decoy (each run stops once the verdict is known)."""
     tests = agent_tests(initial, final)
     if not tests:
         return Verdict(0.0, (Check("tests_written", False, 0.0, "no new or changed tests/test_*.py"),))
     on_fixed = run_tests_on(task.fixed_files, tests)
-    on_buggy = run_tests_on(task.files, tests)
     fixed_ok = bool(on_fixed) and all(r.get("passed") is True and r.get("test") for r in on_fixed)
-    buggy_fails = any(r.get("passed") is not True for r in on_buggy) or not on_buggy
     failing = [f"{r.get('file')}::{r.get('test')}: {r.get('error')}" for r in on_fixed if r.get("passed") is not True]
-    return Verdict(1.0 if fixed_ok and buggy_fails else 0.0, (
+    buggy_fails = decoy_fails = False
+    if fixed_ok:
+        on_buggy = run_tests_on(task.files, tests)
+        buggy_fails = any(r.get("passed") is not True for r in on_buggy) or not on_buggy
+    if fixed_ok and buggy_fails:
+        on_decoy = run_tests_on(decoy_files(task), tests)
+        decoy_fails = any(r.get("passed") is not True for r in on_decoy) or not on_decoy
+    return Verdict(1.0 if fixed_ok and buggy_fails and decoy_fails else 0.0, (
         Check("tests_written", True, 0.0, ", ".join(sorted(tests))),
-        Check("pass_on_fixed", fixed_ok, 0.5, "; ".join(failing)[:300] or f"{len(on_fixed)} test(s) ran"),
-        Check("fail_on_buggy", buggy_fails, 0.5, "" if buggy_fails else "every test passes on the buggy package"),
+        Check("pass_on_fixed", fixed_ok, 0.4, "; ".join(failing)[:300] or f"{len(on_fixed)} test(s) ran"),
+        Check("fail_on_buggy", buggy_fails, 0.3, "" if buggy_fails else "not shown to fail on the buggy package"),
+        Check("fail_on_decoy", decoy_fails, 0.3, "" if decoy_fails else
+              "not shown to fail on a wrong version other than the buggy one"),
     ))
 
 

@@ -194,3 +194,12 @@ def test_odd_names_deep_folders_and_folder_bombs_are_not_kept_and_nothing_raises
                                                           "content": "x = 1\n"}})[0]
     assert obs[-1]["content"].startswith("Error:")
     assert env.step({"name": "submit", "arguments": {}})[1] == 0.0
+
+
+def test_a_name_longer_than_a_file_system_takes_is_refused(envs):
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=0)
+    for name in ("a" * 256 + ".py", "\N{GRINNING FACE}" * 70 + ".py"):
+        obs = env.step({"name": "create_file", "arguments": {"path": f"{env.task.package}/{name}", "content": "x"}})[0]
+        assert obs[-1]["content"].startswith("Error:")
+    assert env.step({"name": "submit", "arguments": {}})[1] == 0.0  # and the verifier still runs

@@ -20,6 +20,7 @@ Result lines start with the record separator character (\\x1e); everything else 
 is the code's own output and is ignored.
 """
 
+import builtins
 import importlib
 import importlib.util
 import json
@@ -34,7 +35,9 @@ def exception_name(exc):
     any other class's module and qualified name, so a class of the package's own that is
     called ValueError is not taken for the built-in."""
     cls = type(exc)
-    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    if cls is getattr(builtins, cls.__name__, None):  # the class itself, not one claiming its module
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _emit(out, record):

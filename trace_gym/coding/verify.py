@@ -79,7 +79,8 @@ def test_checks(task: CodingTask, files: dict[str, str]) -> list[Check]:
     return checks
 
 
-_RUNS_CODE = re.compile(r"(^|[\s;&|(])(python3?|pytest|tox|nosetests|\./)")
+_RUNS_CODE = re.compile(r"(^|[;&|(]|&&|\|\|)\s*(python3?|pytest|tox|nosetests|\./)")
+"""A command word that runs code: at the start of the command or after ; & | ( (not "echo python")."""
 
 
 def _runs_code(name: str, arguments: Any) -> bool:

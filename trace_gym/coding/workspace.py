@@ -74,6 +74,11 @@ def clean_path(path: Any) -> str | None:
     norm = posixpath.normpath(path.strip() or ".")
     if norm.startswith("/") or norm == ".." or norm.startswith("../"):
         return None
+    try:  # what a file system takes: 255 bytes a name
+        if any(len(part.encode("utf-8")) > 255 for part in norm.split("/")):
+            return None
+    except UnicodeEncodeError:
+        return None
     return norm
 
 
@@ -154,8 +159,10 @@ def _remove(directory: Path) -> None:
     """Remove a command's directory, whatever it left: files it chmod'ed away, or folders
     nested deeper than shutil.rmtree's recursion (then `rm -rf`, which does not recurse)."""
     def unlock(func: Any, path: str, _exc: Any) -> None:
-        os.chmod(os.path.dirname(path), 0o700)
-        os.chmod(path, 0o700)
+        # never through a link: a command's link may name a file of this machine
+        for target in (os.path.dirname(path), path):
+            if not os.path.islink(target):
+                os.chmod(target, 0o700)
         func(path)
 
     try:

@@ -18,11 +18,12 @@ must score 0 on every seed:
 
 Against `trace/issue_reproduction-v0`: `do_nothing`, a test that always fails, one that
 always passes, one asserting the buggy output (`assert_buggy_output`), a copy of a
-visible test, and one that recognises the buggy package by the hash of its text
-(`package_hash`) must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
+visible test, one that recognises the buggy package by the hash of its text or syntax tree
+(`package_hash`, `syntax_tree_hash`), and one asserting only that the reported wrong output
+is gone (`not_the_reported_output`) must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
 `name_issue_function` (report the function the issue calls, in the module that defines
-it) may earn no more than the oracle's half: it is right only where the bug is not one call
-away.
+it) may average no more than 0.55: it is right only where the bug is not one call away
+(half the seeds).
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ def _copy_visible(task: dict[str, Any]) -> list[Any]:
     return [{"name": "run_command", "arguments": {"command": f"cp tests/test_{module}.py tests/test_issue.py"}}]
 
 
-def _buggy_output(env: Any, obs: list) -> Any:
-    """Assert what the package gives now (the output the issue reports as wrong)."""
+def _buggy_output(env: Any, obs: list, negate: bool = False) -> Any:
+    """Assert what the package gives now (the output the issue reports as wrong), or with
+    `negate` that the call gives anything but that."""
     turn = sum(1 for m in obs if m.get("role") == "assistant")
     task = env.task.to_json()
     if turn == 0:
@@ -129,8 +131,12 @@ def _buggy_output(env: Any, obs: list) -> Any:
         seen = obs[-1]["content"].strip().splitlines()
         got = next((json.loads(line) for line in reversed(seen) if line.startswith("{")), {"value": None})
         call = f"{task['api_module']}.{task['api_function']}({_call_args(task)})"
-        body = (f"    assert {call} == {got['value']!r}\n" if "value" in got else
-                f"    try:\n        {call}\n    except {got['raises']}:\n        return\n    raise AssertionError\n")
+        if negate:
+            body = (f"    assert {call} != {got['value']!r}\n" if "value" in got else
+                    f"    try:\n        {call}\n    except {got['raises']}:\n        raise AssertionError\n")
+        else:
+            body = (f"    assert {call} == {got['value']!r}\n" if "value" in got else
+                    f"    try:\n        {call}\n    except {got['raises']}:\n        return\n    raise AssertionError\n")
         text = f"from {task['package']} import {task['api_module']}\n\n\ndef test_issue():\n{body}"
         return {"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}
     return {"name": "submit", "arguments": {}}
@@ -140,17 +146,25 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-def _package_hash(task: dict[str, Any]) -> list[Any]:
-    """A test that fails exactly when the package's text is the one the agent was given."""
-    import hashlib
+def _package_hash(syntax: bool) -> Callable[[dict[str, Any]], list[Any]]:
+    """A test that fails exactly when the package is the one the agent was given, known by
+    the hash of its text, or of its syntax tree (`syntax`: blind to comments and layout)."""
 
-    pkg = task["package"]
-    paths = sorted(p for p in task["files"] if p.startswith(pkg + "/"))
-    digest = hashlib.sha256("".join(task["files"][p] for p in paths).encode()).hexdigest()
-    text = (f"import hashlib\n\n\ndef test_issue():\n    paths = {paths!r}\n"
-            f"    text = ''.join(open('/repo/' + p).read() for p in paths)\n"
-            f"    assert hashlib.sha256(text.encode()).hexdigest() != {digest!r}\n")
-    return [{"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}]
+    def steps(task: dict[str, Any]) -> list[Any]:
+        import ast
+        import hashlib
+
+        pkg = task["package"]
+        paths = sorted(p for p in task["files"] if p.startswith(pkg + "/"))
+        read = (lambda t: ast.dump(ast.parse(t))) if syntax else (lambda t: t)
+        digest = hashlib.sha256("".join(read(task["files"][p]) for p in paths).encode()).hexdigest()
+        shape = "ast.dump(ast.parse(open('/repo/' + p).read()))" if syntax else "open('/repo/' + p).read()"
+        text = (f"import ast\nimport hashlib\n\n\ndef test_issue():\n    paths = {paths!r}\n"
+                f"    text = ''.join({shape} for p in paths)\n"
+                f"    assert hashlib.sha256(text.encode()).hexdigest() != {digest!r}\n")
+        return [{"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}]
+
+    return steps
 
 
 REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
@@ -160,7 +174,9 @@ REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "imports_only": _scripted(_test_file("from {pkg} import {module}\n\n\ndef test_issue():\n    {module}.{fn}\n")),
     "copy_visible_test": _scripted(_copy_visible),
     "assert_buggy_output": _buggy_output,
-    "package_hash": _scripted(_package_hash),
+    "package_hash": _scripted(_package_hash(syntax=False)),
+    "syntax_tree_hash": _scripted(_package_hash(syntax=True)),
+    "not_the_reported_output": lambda env, obs: _buggy_output(env, obs, negate=True),
 }
 """issue_reproduction-v0's adversaries (each must score 0 on every seed)."""
 
@@ -175,7 +191,7 @@ LOCALIZATION_ADVERSARIES: dict[str, Policy] = {
 }
 """code_localization-v0's adversaries that must score 0 on every seed."""
 LOCALIZATION_BOUNDED: dict[str, tuple[Policy, float]] = {
-    "name_issue_function": (_scripted(_name_issue_function), 0.75),
+    "name_issue_function": (_scripted(_name_issue_function), 0.55),
 }
 """code_localization-v0's heuristics and the mean they may not exceed."""
 
@@ -206,9 +222,15 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
     return FIX_ADVERSARIES, {}
 
 
-def adversaries_score_nothing(env: Any, seeds_played: list[int]) -> str:
-    """Every adversary of the env's set scores 0 on each seed; each bounded heuristic's mean
-    stays within its bound. Raises AssertionError naming the adversary and the seed."""
+HEURISTIC_SEEDS = 400
+"""Seeds a bounded heuristic's mean is taken over: a heuristic right on half the seeds
+reads above 0.55 on 400 of them about once in a thousand draws (on 10, a third of the time)."""
+
+
+def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds: list[int] | None = None) -> str:
+    """Every adversary of the env's set scores 0 on each of `seeds_played`; each bounded
+    heuristic's mean over `heuristic_seeds` (default: `seeds_played`) stays within its bound.
+    Raises AssertionError naming the adversary and the seed."""
     env.reset(seed=seeds_played[0])
     zero, bounded = adversary_set(env.task.to_json())
     from trace_gym.testing.policies import play
@@ -218,10 +240,11 @@ def adversaries_score_nothing(env: Any, seeds_played: list[int]) -> str:
             reward, _, info = play(env, seed, policy)
             if reward != 0.0:
                 raise AssertionError(f"adversary {name} scored {reward} on seed {seed}: {info.get('verdict')}")
+    heuristic_seeds = heuristic_seeds or seeds_played
     for name, (policy, bound) in bounded.items():
-        mean = sum(play(env, seed, policy)[0] for seed in seeds_played) / len(seeds_played)
+        mean = sum(play(env, seed, policy)[0] for seed in heuristic_seeds) / len(heuristic_seeds)
         if mean > bound:
-            raise AssertionError(f"heuristic {name} averaged {mean:.2f} over {len(seeds_played)} seeds "
+            raise AssertionError(f"heuristic {name} averaged {mean:.2f} over {len(heuristic_seeds)} seeds "
                                  f"(bound {bound})")
     return f"{len(zero)} adversaries scored 0 and {len(bounded)} heuristic(s) stayed in bound on {len(seeds_played)} seeds"
 

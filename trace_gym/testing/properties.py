@@ -732,11 +732,12 @@ def coding_adversaries(ref: EnvRef, s: KitSettings) -> str:
     test process exit 0 or forging its results, special-casing the issue's snippet, and the
     reproduction and localization envs' own adversaries (`trace_gym.testing.coding`) score 0
     on every seed of the plan; a bounded heuristic stays within its bound."""
-    from trace_gym.testing.coding import adversaries_score_nothing
+    from trace_gym.testing.coding import HEURISTIC_SEEDS, adversaries_score_nothing
 
     env = _coding_env(ref, s)
     try:
-        return adversaries_score_nothing(env, s.plan("coding adversaries", max(4, s.examples // 2)).seeds)
+        return adversaries_score_nothing(env, s.plan("coding adversaries", max(4, s.examples // 2)).seeds,
+                                         s.plan("coding heuristics", HEURISTIC_SEEDS).seeds)
     except AssertionError as exc:
         _fail(str(exc))
         raise
