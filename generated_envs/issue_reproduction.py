@@ -84,7 +84,7 @@ def run_tests_on(files: dict[str, str], tests: dict[str, str]) -> list[dict[str,
     return [r for r in marked_lines(result.stdout) if r.get("file") in tests]
 
 
-DECOY = '''
+DECOY_CLASS = '''
 
 
 class _Decoy:
@@ -94,12 +94,13 @@ class _Decoy:
         return False
 
     __hash__ = None
-
-
-def {name}(*args, **kwargs):
-    return _Decoy()
 '''
-"""Appended to a module of the decoy version, redefining one of its functions."""
+"""Appended to a module of the decoy version, before the functions it redefines."""
+
+
+def decoy_function(name: str) -> str:
+    """The redefinition of `name` appended to a module of the decoy version."""
+    return f"\n\ndef {name}(*args, **kwargs):\n    return _Decoy()\n"
 
 
 def decoy_files(task: CodingTask) -> dict[str, str]:
@@ -109,9 +110,13 @@ def decoy_files(task: CodingTask) -> dict[str, str]:
     other text (a hash, an AST, a line count), or asserts only that the reported wrong output
     is gone, passes on it, and so earns nothing."""
     files = task.fixed_files
-    for module_path, name in {(f"{task.package}/{task.api_module}.py", task.api_function),
-                              (task.bug_file, task.bug_function)}:
-        files[module_path] += DECOY.format(name=name)
+    redefined: dict[str, list[str]] = {}
+    for module_path, name in ((f"{task.package}/{task.api_module}.py", task.api_function),
+                              (task.bug_file, task.bug_function)):
+        if name not in redefined.setdefault(module_path, []):
+            redefined[module_path].append(name)
+    for module_path, names in redefined.items():
+        files[module_path] += DECOY_CLASS + "".join(decoy_function(n) for n in names)
     return files
 
 
