@@ -26,17 +26,15 @@ offers, before any edit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
-from trace_gym.coding.env import CodingConfig, system_prompt
-from trace_gym.coding.repo import CodingTask, generate
+from trace_gym.coding.env import CodingConfig, CodingEpisodeEnv
+from trace_gym.coding.repo import CodingTask
 from trace_gym.coding.tools import TOOLS
 from trace_gym.coding.workspace import Repo
-from trace_gym.env import Episode, NewEpisode, TraceEnv
-from trace_gym.rng import Rng
 from trace_gym.schema import function, string
 from trace_gym.tools import ToolKind, Toolset, tool
 from trace_gym.verdict import Check, Verdict
@@ -108,26 +106,18 @@ def oracle(task: CodingTask, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": "report_location", "arguments": {"file": task.bug_file, "function": task.bug_function}}
 
 
-class CodeLocalizationEnv(TraceEnv):
+class CodeLocalizationEnv(CodingEpisodeEnv):
     """trace/code_localization-v0 (see the module docstring)."""
 
     CAPABILITY = CAPABILITY
-
-    def __init__(self, render_mode: str | None = None, max_steps: int = 12, prompt_style: str = "full") -> None:
-        super().__init__(LOCALIZATION_TOOLS, render_mode)
-        self.config = LocalizationConfig(max_steps=max_steps, prompt_style=prompt_style)
-
-    def _new_episode(self, rng: Rng) -> NewEpisode:
-        task = replace(generate(rng, ONE_CALL_AWAY), capabilities_needed=[CAPABILITY])
-        prompt = f"{system_prompt(self.config.prompt_style)}\n\n{INSTRUCTIONS}"
-        return NewEpisode(task=task, world=Repo(dict(task.files)), system_prompt=prompt,
-                          opening=[msg.user(task.issue)], max_steps=self.config.max_steps, hint=HINT)
-
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
-        return "replied"
-
-    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
-        return "reported" if "report_location" in names else None
+    CAPABILITIES = (CAPABILITY,)
+    TOOLSET = LOCALIZATION_TOOLS
+    CONFIG = LocalizationConfig
+    INSTRUCTIONS = INSTRUCTIONS
+    HINT = HINT
+    AWAY_SHARE = ONE_CALL_AWAY
+    END_TOOL = "report_location"
+    END_REASON = "reported"
 
     def verify(self, task: Any, initial_world: Any, final_world: Any, messages: list[msg.Message]) -> Verdict:
         """The report's verdict (a pure function of the task and the conversation)."""

@@ -29,19 +29,17 @@ the wrong place. Here the reward is for exactly that test, checked against a kno
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
-from trace_gym.coding.env import CodingConfig, system_prompt
-from trace_gym.coding.repo import CodingTask, generate
-from trace_gym.coding.tools import TOOLS, tool_names
+from trace_gym.coding.env import CodingConfig, CodingEpisodeEnv
+from trace_gym.coding.repo import CodingTask
+from trace_gym.coding.tools import tool_names
 from trace_gym.coding.verify import marked_lines
 from trace_gym.coding.workspace import Repo, run, runner_argv
-from trace_gym.env import Episode, NewEpisode, TraceEnv
 from trace_gym.jsondata import dumps
-from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
 
 CAPABILITY = cap.REPRODUCTION
@@ -164,29 +162,17 @@ def oracle(task: CodingTask, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": "submit", "arguments": {}}
 
 
-class IssueReproductionEnv(TraceEnv):
+class IssueReproductionEnv(CodingEpisodeEnv):
     """trace/issue_reproduction-v0 (see the module docstring)."""
 
     CAPABILITY = CAPABILITY
-
-    def __init__(self, render_mode: str | None = None, max_steps: int = 12, prompt_style: str = "full") -> None:
-        super().__init__(TOOLS, render_mode)
-        self.config = ReproductionConfig(max_steps=max_steps, prompt_style=prompt_style)
-
-    def _new_episode(self, rng: Rng) -> NewEpisode:
-        task = replace(generate(rng), capabilities_needed=[CAPABILITY])
-        prompt = f"{system_prompt(self.config.prompt_style)}\n\n{INSTRUCTIONS}"
-        return NewEpisode(task=task, world=Repo(dict(task.files)), system_prompt=prompt,
-                          opening=[msg.user(task.issue)], max_steps=self.config.max_steps, hint=HINT)
-
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
-        return "replied"
-
-    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
-        return "submitted" if "submit" in names else None
+    CAPABILITIES = (CAPABILITY,)
+    CONFIG = ReproductionConfig
+    INSTRUCTIONS = INSTRUCTIONS
+    HINT = HINT
 
     def verify(self, task: Any, initial_world: Any, final_world: Any, messages: list[msg.Message]) -> Verdict:
-        """The two runs' verdict (the agent's tests against trace-gym's two package versions)."""
+        """The verdict of the runs (the agent's tests against trace-gym's package versions)."""
         return verify(task, initial_world, final_world)
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:

@@ -256,15 +256,14 @@ def read_report(path: str | Path) -> Report:
                         "and 'unresolved_ids', or a report.json of {instance_id: {'resolved': true|false, ...}})")
 
 
-def read_dataset(path: str | Path) -> dict[str, str]:
-    """instance_id -> gold patch, from a SWE-bench dataset JSONL (one instance a line, with
-    `instance_id` and `patch`)."""
-    path = Path(path)
+
+def _json_lines(path: Path, what: str, shape: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a JSON-lines file; a file that cannot be
+    read, a line that is not JSON or not an object is refused naming the file and the line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise MalformedFile(f"{path}: cannot read a SWE-bench dataset file ({exc.strerror or exc})") from None
-    gold: dict[str, str] = {}
+        raise MalformedFile(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -273,7 +272,15 @@ def read_dataset(path: str | Path) -> dict[str, str]:
         except ValueError as exc:
             raise MalformedFile(f"{path}: line {number}: not valid JSON ({exc})") from None
         if not isinstance(row, dict):
-            raise MalformedFile(f"{path}: line {number}: not a JSON object")
+            raise MalformedFile(f"{path}: line {number}: not {shape}")
+        yield number, row
+
+def read_dataset(path: str | Path) -> dict[str, str]:
+    """instance_id -> gold patch, from a SWE-bench dataset JSONL (one instance a line, with
+    `instance_id` and `patch`)."""
+    path = Path(path)
+    gold: dict[str, str] = {}
+    for number, row in _json_lines(path, "a SWE-bench dataset file", "a JSON object"):
         if not isinstance(row.get("instance_id"), str) or not isinstance(row.get("patch"), str):
             raise MalformedFile(f"{path}: line {number}: needs a string 'instance_id' and a string 'patch'")
         gold[row["instance_id"]] = row["patch"]
@@ -876,19 +883,7 @@ def _openhands_termination(history_events: list[Any], error: Any) -> str | None:
 def read_openhands(path: str | Path) -> Iterator[Run]:
     """The runs of an OpenHands SWE-bench `output.jsonl` (one EvalOutput a line)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise MalformedFile(f"{path}: cannot read an OpenHands output.jsonl ({exc.strerror or exc})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads(line)
-        except ValueError as exc:
-            raise MalformedFile(f"{path}: line {number}: not valid JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise MalformedFile(f"{path}: line {number}: not a JSON object (an OpenHands EvalOutput)")
+    for number, row in _json_lines(path, "an OpenHands output.jsonl", "a JSON object (an OpenHands EvalOutput)"):
         instance_id = row.get("instance_id")
         if not isinstance(instance_id, str) or not instance_id:
             raise MalformedFile(f"{path}: line {number}: no 'instance_id'")

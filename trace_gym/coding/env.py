@@ -26,18 +26,19 @@ Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from trace_gym import messages as msg
 from trace_gym.coding import DOMAIN
-from trace_gym.coding.repo import CodingTask, generate
+from trace_gym.coding.repo import AWAY_SHARE, CodingTask, generate
 from trace_gym.coding.tools import RUNS, TOOLS, tool_names
 from trace_gym.coding.verify import verify_fix
 from trace_gym.coding.workspace import Repo
 from trace_gym.config import require
 from trace_gym.env import Episode, NewEpisode, TraceEnv
 from trace_gym.rng import Rng
+from trace_gym.tools import Toolset
 from trace_gym.verdict import Verdict
 from trace_gym.worlds.domain import PROMPT_STYLES
 
@@ -73,23 +74,48 @@ def system_prompt(style: str) -> str:
     return f"{DOMAIN.intro}\n\n{RULES[style]}"
 
 
-class CodingEnv(TraceEnv):
-    """trace/coding-v0 (see the module docstring)."""
+class CodingEpisodeEnv(TraceEnv):
+    """What every coding env shares: a generated task's repository as the world, the issue
+    as the opening, the episode ended by a reply or by the env's end tool. Subclasses name
+    their tools, config, instructions and hint, and supply `verify` and `oracle_action`."""
 
-    def __init__(self, render_mode: str | None = None, max_steps: int = 30, prompt_style: str = "full") -> None:
-        super().__init__(TOOLS, render_mode)
-        self.config = CodingConfig(max_steps=max_steps, prompt_style=prompt_style)
+    TOOLSET: ClassVar[Toolset] = TOOLS
+    CONFIG: ClassVar[type[CodingConfig]] = CodingConfig
+    INSTRUCTIONS: ClassVar[str] = ""
+    """Appended to the system prompt (what a capability env asks instead of a fix)."""
+    HINT: ClassVar[str] = HINT
+    AWAY_SHARE: ClassVar[float] = AWAY_SHARE
+    """The share of tasks whose bug is one call away from the issue's function."""
+    CAPABILITIES: ClassVar[tuple[str, ...] | None] = None
+    """The capabilities its tasks need (None: the generator's, both coding ones)."""
+    END_TOOL: ClassVar[str] = "submit"
+    END_REASON: ClassVar[str] = "submitted"
+
+    def __init__(self, render_mode: str | None = None, max_steps: int | None = None,
+                 prompt_style: str = "full") -> None:
+        super().__init__(self.TOOLSET, render_mode)
+        steps = self.CONFIG().max_steps if max_steps is None else max_steps
+        self.config = self.CONFIG(max_steps=steps, prompt_style=prompt_style)
 
     def _new_episode(self, rng: Rng) -> NewEpisode:
-        task = generate(rng)
-        return NewEpisode(task=task, world=Repo(dict(task.files)), system_prompt=system_prompt(self.config.prompt_style),
-                          opening=[msg.user(task.issue)], max_steps=self.config.max_steps, hint=HINT)
+        task = generate(rng, self.AWAY_SHARE)
+        if self.CAPABILITIES is not None:
+            task = replace(task, capabilities_needed=list(self.CAPABILITIES))
+        prompt = system_prompt(self.config.prompt_style)
+        if self.INSTRUCTIONS:
+            prompt = f"{prompt}\n\n{self.INSTRUCTIONS}"
+        return NewEpisode(task=task, world=Repo(dict(task.files)), system_prompt=prompt,
+                          opening=[msg.user(task.issue)], max_steps=self.config.max_steps, hint=self.HINT)
 
     def _after_reply(self, episode: Episode, text: str) -> str | None:
         return "replied"
 
     def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
-        return "submitted" if "submit" in names else None
+        return self.END_REASON if self.END_TOOL in names else None
+
+
+class CodingEnv(CodingEpisodeEnv):
+    """trace/coding-v0 (see the module docstring)."""
 
     def verify(self, task: Any, initial_world: Any, final_world: Any, messages: list[msg.Message]) -> Verdict:
         """The hidden tests' verdict (`trace_gym.coding.verify.verify_fix`)."""
