@@ -95,8 +95,11 @@ def test_each_intro_is_written_once_in_the_source():
 
 
 def test_registry_and_rates_list_the_records_targets():
-    assert list(registry.BUILTIN) == list(rates.TARGETS) == [d.target_env_id for d in RECORDS]
-    for d in RECORDS:
+    from trace_gym.coding import DOMAIN as CODING
+
+    assert list(registry.BUILTIN) == list(rates.TARGETS) == [*(d.target_env_id for d in RECORDS),
+                                                             CODING.target_env_id]
+    for d in (*RECORDS, CODING):
         entry = registry.entry(d.target_env_id)
         assert (entry.kind, entry.entry_point, entry.description) == (
             "target", d.target_entry_point, d.target_description)
