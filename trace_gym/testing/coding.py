@@ -29,6 +29,7 @@ it) may average no more than 0.55: it is right only where the bug is not one cal
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -126,7 +127,7 @@ def _buggy_output(env: Any, obs: list, negate: bool = False) -> Any:
     if turn == 0:
         code = (f"import json, {task['package']} as p\ntry:\n    print(json.dumps({{'value': p.{task['api_function']}"
                 f"({_call_args(task)})}}))\nexcept Exception as e:\n    print(json.dumps({{'raises': type(e).__name__}}))\n")
-        return {"name": "run_command", "arguments": {"command": f"python -c {_quote(code)}"}}
+        return {"name": "run_command", "arguments": {"command": f"python -c {shlex.quote(code)}"}}
     if turn == 1:
         seen = obs[-1]["content"].strip().splitlines()
         got = next((json.loads(line) for line in reversed(seen) if line.startswith("{")), {"value": None})
@@ -141,9 +142,6 @@ def _buggy_output(env: Any, obs: list, negate: bool = False) -> Any:
         return {"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}
     return {"name": "submit", "arguments": {}}
 
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def _package_hash(syntax: bool) -> Callable[[dict[str, Any]], list[Any]]:
