@@ -31,6 +31,7 @@ target's tools expect.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -257,6 +258,11 @@ def _exchange(rng: Rng) -> tuple[Task, World]:
         news.append(new)
     order = b.add_order(user, status="delivered", items=items)
     gift = b.payment_ids(user, "gift_card")[0]
+    # the gift card pays the price difference: a balance below it would refuse the gold write
+    exchanged = {o["item_id"] for o in olds}
+    difference = sum(n["price"] for n in news) - sum(i["price"] for i in order["items"] if i["item_id"] in exchanged)
+    card = user["payment_methods"][gift]
+    card["balance"] = max(card["balance"], float(math.ceil(difference)))
     world = b.build()
     request = ("Please exchange, in order " + order["order_id"] + ", "
                + "; and ".join(f"the {p['name']} (item {o['item_id']}) for item {n['item_id']} "

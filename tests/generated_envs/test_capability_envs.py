@@ -190,6 +190,14 @@ def test_structured_gold_writes_go_through_where_the_gift_card_was_short():
         assert not any(m["role"] == "tool" and m["content"].startswith("Error") for m in obs), seed
 
 
+def test_tool_calling_precision_exchange_goes_through_where_the_gift_card_was_short():
+    env = gym.make("trace/tool_calling_precision-v0").unwrapped
+    seed = 1_000_018_053  # an audit's seed: the gold exchange's gift card did not cover the difference
+    reward, obs, _ = policies.play(env, seed, policies.oracle)
+    assert reward == 1.0
+    assert not any(m["role"] == "tool" and m["content"].startswith("Error") for m in obs)
+
+
 def test_precondition_refusal_must_name_only_the_rule_that_applies():
     env = gym.make("trace/precondition_verification-v0", forbidden_rate=1.0).unwrapped
     every_rule = ("I cannot: 24 hours, insurance, business, flown, departed, basic economy, remove, "
