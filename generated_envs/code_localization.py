@@ -3,8 +3,9 @@
 Task. The coding target's generator (`trace_gym.coding.repo`): a small Python package
 with one injected bug and a user's issue about it (a reproducing snippet, what it gives,
 what was expected; never a file, module or line). The function the snippet calls is the
-buggy one, or (for half of the seeds, `ONE_CALL_AWAY`) one of the report functions calling
-it, so the bug can lie one call away.
+buggy one, or (for half of the seeds, `ONE_CALL_AWAY`) a function calling it, directly or
+through another, so the bug can lie one or two calls away. Names and code style vary per
+seed, and test seeds add templates no train seed has.
 
 Tools. The coding target's reading and running tools (list_files, open_file, search,
 run_command, run_tests, all in the sandbox where they run code) and `report_location`

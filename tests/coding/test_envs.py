@@ -13,7 +13,8 @@ from trace_gym.coding.sandbox import python_argv, sandbox_available
 from trace_gym.coding.verify import hidden_outcomes, package_files
 from trace_gym.coding.workspace import run
 from trace_gym.seeding import SPLITS
-from trace_gym.testing.coding import ADVERSARIES, LOCALIZATION_BOUNDED, _special_case
+from trace_gym.testing.adversaries import fit_seeds
+from trace_gym.testing.coding import ADVERSARIES, FIX_BOUNDED, LOCALIZATION_BOUNDED, _special_case, learnt_patches
 from trace_gym.testing.policies import oracle, play
 
 pytestmark = pytest.mark.skipif(not sandbox_available()[0], reason=f"no sandbox: {sandbox_available()[1]}")
@@ -45,7 +46,16 @@ def test_every_adversary_scores_zero(envs, env_id, name):
 def test_naming_the_issues_function_earns_at_most_its_bound(envs):
     policy, bound = LOCALIZATION_BOUNDED["name_issue_function"]
     rewards = [play(envs["trace/code_localization-v0"], seed, policy)[0] for seed in range(40)]
-    assert 0 < sum(rewards) / len(rewards) <= bound  # right only where the bug is not one call away
+    assert 0 < sum(rewards) / len(rewards) <= bound  # right only where the bug is not away from it
+
+
+def test_a_table_of_fixes_learnt_on_train_seeds_fixes_those_and_few_others(envs):
+    env = envs[DOMAIN.target_env_id]
+    policy, bound = FIX_BOUNDED["learnt_patches"]
+    assert len(learnt_patches(env)) > 100
+    assert all(play(env, seed, policy)[0] == 1.0 for seed in fit_seeds(env)[:3])  # it does memorise
+    rewards = [play(env, seed, policy)[0] for seed in [*range(20), *range(SPLITS["test"].start, SPLITS["test"].start + 20)]]
+    assert sum(rewards) / len(rewards) <= bound
 
 
 def test_the_hidden_f2p_tests_fail_on_the_unfixed_package_and_pass_on_the_fixed(envs):

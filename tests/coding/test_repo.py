@@ -9,27 +9,41 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trace_gym.coding.repo import F2P_TESTS, apply_edit, generate, load, outcome, same_outcome
-from trace_gym.coding.templates import BUG_KINDS, FUNCTIONS, MODULES
+import re
+from collections import Counter
+
+from trace_gym.coding.mutate import BUG_KINDS
+from trace_gym.coding.repo import (
+    F2P_TESTS,
+    Layout,
+    apply_edit,
+    generate,
+    layout,
+    load,
+    module_source,
+    module_sources,
+    outcome,
+    same_outcome,
+)
+from trace_gym.coding.templates import FUNCTIONS, MODULES, NAMES, fill, pools_are_disjoint
 from trace_gym.rng import Rng
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
 
-def _task(seed):
-    return generate(Rng.from_seed(seed))
+def _task(seed, held_out=False):
+    return generate(Rng.from_seed(seed), held_out=held_out)
 
 
 @settings(max_examples=40, deadline=None)
-@given(SEEDS)
-def test_the_fix_restores_the_correct_package_and_the_bug_shows_on_every_f2p_input(seed):
-    task = _task(seed)
+@given(SEEDS, st.booleans())
+def test_the_fix_restores_the_correct_package_and_the_bug_shows_on_every_f2p_input(seed, held_out):
+    task = _task(seed, held_out)
     fixed = task.fixed_files
     assert fixed[task.bug_file] != task.files[task.bug_file]
     assert [p for p in fixed if fixed[p] != task.files[p]] == [task.bug_file]
-    sources = {m.name: fixed[f"{task.package}/{m.name}.py"] for m in MODULES}
-    buggy_sources = {m.name: task.files[f"{task.package}/{m.name}.py"] for m in MODULES}
-    correct, buggy = load(task.package, sources), load(task.package, buggy_sources)
+    correct = load(task.package, module_sources(task.package, fixed))
+    buggy = load(task.package, module_sources(task.package, task.files))
     f2p = [t for t in task.hidden_tests if t.group == "f2p"]
     assert len(f2p) == F2P_TESTS
     for test in task.hidden_tests:
@@ -38,34 +52,85 @@ def test_the_fix_restores_the_correct_package_and_the_bug_shows_on_every_f2p_inp
         assert same_outcome(want, test.expected)
         assert same_outcome(got, test.expected) == (test.group == "p2p"), test
         assert test.args != task.snippet_args or test.function != task.api_function  # not the snippet's input
-    assert task.bug_kind in BUG_KINDS and task.bug_function in FUNCTIONS
+    assert task.bug_kind in BUG_KINDS
+    assert re.search(rf"^def {task.bug_function}\(", task.files[task.bug_file], re.MULTILINE)
 
 
 @settings(max_examples=40, deadline=None)
-@given(SEEDS)
-def test_the_issue_names_no_file_module_or_line(seed):
-    task = _task(seed)
-    text = task.issue.lower()
-    for module in MODULES:
-        assert f"{module.name}" not in text.replace(task.package, "")
-    assert ".py" not in text and "line " not in text and task.bug_file not in text
+@given(SEEDS, st.booleans())
+def test_the_issue_names_no_file_module_or_line(seed, held_out):
+    task = _task(seed, held_out)
+    text = task.issue.replace(task.package, "")
+    for module in module_sources(task.package, task.files):
+        assert not re.search(rf"\b{module}\b", text), module
+    assert ".py" not in text and "line " not in text.lower() and task.bug_file not in task.issue
     assert f"{task.package}.{task.api_function}(" in task.snippet  # the public call, not its module
 
 
 def test_a_seed_gives_the_same_task_in_another_process():
-    here = json.dumps(_task(12345).to_json(), sort_keys=True)
+    here = json.dumps(_task(12345, True).to_json(), sort_keys=True)
     code = ("import json; from trace_gym.coding.repo import generate; from trace_gym.rng import Rng; "
-            "print(json.dumps(generate(Rng.from_seed(12345)).to_json(), sort_keys=True))")
+            "print(json.dumps(generate(Rng.from_seed(12345), held_out=True).to_json(), sort_keys=True))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "77", "PATH": "/usr/bin:/bin"}).stdout.strip()
     assert here == there
     assert _task(12345).files == _task(12345).files
 
 
-def test_every_bug_of_the_catalogue_is_drawn():
-    seen = {(t.bug_function, t.bug_kind) for t in (_task(s) for s in range(400))}
-    catalogue = {(f.name, b.kind) for m in MODULES for f in m.functions for b in f.bugs}
-    assert seen == catalogue
+def _canonical(seed: int, held_out: bool) -> Layout:
+    """The seed's layout with every name canonical and no restyling: the templates as written."""
+    drawn = layout(Rng.from_seed(seed), held_out)
+    return Layout(drawn.package, drawn.constants, {name: name for name in NAMES}, drawn.orders,
+                  {f.name: fill(f.source, drawn.constants) for f in drawn.functions})
+
+
+@settings(max_examples=15, deadline=None)
+@given(SEEDS, st.booleans())
+def test_renaming_and_restyling_keep_what_every_function_computes(seed, held_out):
+    drawn, plain = layout(Rng.from_seed(seed), held_out), _canonical(seed, held_out)
+    mods = [load(lay.package, {lay.chosen[m.name]: module_source(lay, m) for m in MODULES}) for lay in (drawn, plain)]
+    rng = Rng.from_seed(seed)
+    for f in drawn.functions:
+        for _ in range(20):
+            args = f.draw(rng, drawn.constants)
+            a = outcome(getattr(mods[0][drawn.module_of(f)], drawn.name_of(f)), args)
+            b = outcome(getattr(mods[1][plain.module_of(f)], f.name), args)
+            assert same_outcome(a, b), (f.name, args, a, b)
+
+
+def test_every_kind_every_function_and_the_held_out_ones_only_on_test_seeds():
+    train = [_task(s) for s in range(300)]
+    test = [_task(s, held_out=True) for s in range(300)]
+    held = [name for name, (_, f) in FUNCTIONS.items() if f.held_out]
+    assert held
+    held_names = {n for name in held for n in NAMES[name]}
+    for task in train:
+        defined = set(re.findall(r"^def (\w+)\(", "".join(task.files.values()), re.MULTILINE))
+        assert not defined & held_names
+    assert {t.bug_kind for t in train} == set(BUG_KINDS)
+    targets = Counter(next(c for c, pool in NAMES.items() if t.bug_function in pool) for t in train + test)
+    assert set(targets) == set(FUNCTIONS)
+    assert sum(t.bug_function in held_names for t in test) >= 0.3 * len(test)
+    assert sum(t.api_function != t.bug_function for t in train) >= 0.2 * len(train)
+
+
+def test_no_patch_text_repeats_often_enough_to_memorise():
+    """The red team's memoriser kept one patch per catalogue entry; here the most common
+    (buggy lines, fixed lines) pair must cover under 3% of seeds, and the most common fixed
+    text under 5%."""
+    pairs, fixes = Counter(), Counter()
+    for seed in range(300):
+        task = _task(seed)
+        buggy = "".join(task.files[task.bug_file].splitlines(keepends=True)[task.fix_start - 1:task.fix_end])
+        pairs[(buggy.strip(), task.fixed_text.strip())] += 1
+        fixes[task.fixed_text.strip()] += 1
+    assert pairs.most_common(1)[0][1] < 0.03 * 300, pairs.most_common(3)
+    assert fixes.most_common(1)[0][1] < 0.05 * 300, fixes.most_common(3)
+
+
+def test_name_pools_never_collide():
+    assert pools_are_disjoint()
+    assert all(pool[0] == name for name, pool in NAMES.items())
 
 
 def test_apply_edit_replaces_inserts_and_deletes():

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from trace_gym.coding import sandbox
-from trace_gym.coding.sandbox import CommandLimits, CommandResult, python_argv, run_in_repo, sandbox_available
+from trace_gym.coding.sandbox import (
+    TMP_BYTES,
+    CommandLimits,
+    CommandResult,
+    python_argv,
+    run_in_repo,
+    sandbox_available,
+)
 from trace_gym.errors import InvalidConfig
 from trace_gym.sandbox.isolation import INSTALL_HINT, IsolationUnavailable
 
@@ -280,6 +287,15 @@ def test_a_10_gb_write_in_many_files_ends_by_repository_size(repo):
     assert result.limit == "repository size" and result.returncode is None and not result.ok, result
     written = sum(f.stat().st_size for f in repo.iterdir())
     assert written < cap + (512 << 20) and took < 10  # overshoot: what the disk takes in 0.1 s
+
+
+@needs_sandbox
+def test_the_private_tmp_holds_at_most_tmp_bytes(repo):
+    code = ("import os\nchunk = b'x' * (1 << 20)\n"
+            "for i in range(200):\n    with open(f'/tmp/f{i}', 'wb') as f:\n        f.write(chunk)\n")
+    result = run_in_repo(repo, py(code))
+    assert not result.ok and "No space left on device" in result.stderr, result.describe()[:300]
+    assert TMP_BYTES < 200 << 20
 
 
 @needs_sandbox

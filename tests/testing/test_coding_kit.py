@@ -8,6 +8,7 @@ import pytest
 
 from trace_gym.coding.env import CodingEnv
 from trace_gym.coding.sandbox import sandbox_available
+from trace_gym.rng import Rng
 from trace_gym.testing import CODING_PROPERTIES, CUSTOMER_SERVICE_PROPERTIES, EnvRef, default_properties
 from trace_gym.testing.coding import adversaries_score_nothing, f2p_not_vacuous
 from trace_gym.verdict import Verdict
@@ -49,6 +50,13 @@ class _SnippetOnly(CodingEnv):
         return new
 
 
+class _OneTask(CodingEnv):
+    """Every seed gets seed 0's package and bug: a generator a memoriser learns by heart."""
+
+    def _new_episode(self, rng):
+        return super()._new_episode(Rng.from_seed(0))
+
+
 class _NoBug(CodingEnv):
     """A task whose repository already holds the fix: its FAIL_TO_PASS tests pass before any edit."""
 
@@ -62,6 +70,11 @@ class _NoBug(CodingEnv):
 def test_a_verifier_an_adversary_can_pass_fails_the_adversaries_property(mutant):
     with pytest.raises(AssertionError, match="adversary"):
         adversaries_score_nothing(mutant(), SEEDS)
+
+
+def test_a_generator_a_memoriser_learns_fails_the_adversaries_property():
+    with pytest.raises(AssertionError, match="heuristic learnt_patches averaged 1.00"):
+        adversaries_score_nothing(_OneTask(), SEEDS)
 
 
 def test_a_vacuous_task_fails_the_vacuity_property():

@@ -1,10 +1,11 @@
 """`trace/coding-v0`: fix the bug a user's issue reports in a generated Python package.
 
 Task. Per seed, a package of six modules (arithmetic, text, parsers, order lines, small
-algorithms, reports built on the others) with a visible test suite, one bug injected from
-the catalogue (off-by-one, wrong comparison, swapped arguments, missing edge case, wrong
-default, mutated constant, wrong operator), and an issue with a reproducing snippet that
-names no file, module or line (`trace_gym.coding.repo`).
+algorithms, reports built on the others) with a visible test suite, one bug injected at a
+random site of one function (off-by-one, wrong comparison, swapped arguments, missing edge
+case, wrong default, mutated constant, wrong operator), and an issue with a reproducing
+snippet that names no file, module or line (`trace_gym.coding.repo`). Names, statement
+style and function order vary per seed; test seeds add templates no train seed has.
 
 Tools (SWE-agent's interface in spirit, `trace_gym.coding.tools`): list_files, open_file,
 search, edit_file, create_file, run_command, run_tests, submit. Commands and tests run in
@@ -26,6 +27,7 @@ Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -38,6 +40,7 @@ from trace_gym.coding.workspace import Repo
 from trace_gym.config import require
 from trace_gym.env import Episode, NewEpisode, TraceEnv
 from trace_gym.rng import Rng
+from trace_gym.seeding import split_of
 from trace_gym.tools import Toolset
 from trace_gym.verdict import Verdict
 from trace_gym.worlds.domain import PROMPT_STYLES
@@ -85,7 +88,7 @@ class CodingEpisodeEnv(TraceEnv):
     """Appended to the system prompt (what a capability env asks instead of a fix)."""
     HINT: ClassVar[str] = HINT
     AWAY_SHARE: ClassVar[float] = AWAY_SHARE
-    """The share of tasks whose bug is one call away from the issue's function."""
+    """The share of tasks whose bug is away from the issue's function (one or two calls)."""
     CAPABILITIES: ClassVar[tuple[str, ...] | None] = None
     """The capabilities its tasks need (None: the generator's, both coding ones)."""
     END_TOOL: ClassVar[str] = "submit"
@@ -97,8 +100,16 @@ class CodingEpisodeEnv(TraceEnv):
         steps = self.CONFIG().max_steps if max_steps is None else max_steps
         self.config = self.CONFIG(max_steps=steps, prompt_style=prompt_style)
 
+    _held_out: bool = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        """Start a new episode (`TraceEnv.reset`); a test seed's package may hold the
+        held-out templates (`trace_gym.coding.repo.generate`)."""
+        self._held_out = type(seed) is int and split_of(seed) == "test"
+        return super().reset(seed=seed, options=options)
+
     def _new_episode(self, rng: Rng) -> NewEpisode:
-        task = generate(rng, self.AWAY_SHARE)
+        task = generate(rng, self.AWAY_SHARE, held_out=self._held_out)
         if self.CAPABILITIES is not None:
             task = replace(task, capabilities_needed=list(self.CAPABILITIES))
         prompt = system_prompt(self.config.prompt_style)
@@ -129,7 +140,7 @@ class CodingEnv(CodingEpisodeEnv):
 def fix_oracle(task: CodingTask, initial: Repo, repo: Repo, messages: list[msg.Message]) -> dict[str, Any]:
     """The next oracle turn: reproduce first, then the fix's edit, then submit."""
     if not any(n in RUNS for n in tool_names(messages)):
-        return {"name": "run_command", "arguments": {"command": f"python -c {_shell_quote(task.snippet)}"}}
+        return {"name": "run_command", "arguments": {"command": f"python -c {shlex.quote(task.snippet)}"}}
     fixed = task.fixed_files
     for path in sorted(p for p in fixed if p.startswith(task.package + "/")):
         if repo.files.get(path) == fixed[path]:
@@ -139,7 +150,3 @@ def fix_oracle(task: CodingTask, initial: Repo, repo: Repo, messages: list[msg.M
                                                        "end_line": task.fix_end, "new_text": task.fixed_text}}
         return {"name": "create_file", "arguments": {"path": path, "content": fixed[path]}}
     return {"name": "submit", "arguments": {}}
-
-
-def _shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -3,16 +3,20 @@ writes about it, and the hidden tests that decide whether it was fixed.
 
 Generation, all from the seed's `Rng`:
 
-1. a package name, the constants of its templates (widths, thresholds, rates) and the
-   order of each module's functions;
-2. one bug of the catalogue (`trace_gym.coding.templates`) in one function, and the
-   function the issue's snippet calls: the buggy one, or a function of `report` that calls
-   it (the bug then shows one call away from where it lives);
+1. a package name, the constants of its templates (widths, thresholds, rates), a name for
+   every module, function, parameter and local (`templates.NAMES`), and the order of each
+   module's functions; each function restyled (`mutate.restyle`). Templates marked
+   `held_out` are in the package only on test seeds (`held_out=True`);
+2. one bug: a random edit at a random site of one function's syntax tree (`mutate.sites`),
+   and the function the issue's snippet calls: the buggy one, or one that calls it, directly
+   or through another (the bug then shows one or two calls away from where it lives). On
+   test seeds, half the bugs go into a held-out function where one can;
 3. the package evaluated in this process twice, correct and buggy (the templates are
    trace-gym's own code, never an agent's), to find inputs where the two differ: one for
    the issue's snippet and `FAIL_TO_PASS` tests on three others; `PASS_TO_PASS` tests on
    inputs where they agree, across the other functions; visible tests (in the repo) on
-   agreeing inputs only, so they pass before the fix, as a project's suite does;
+   agreeing inputs only, so they pass before the fix, as a project's suite does. An edit
+   that shows on too few inputs is not a bug; another site is drawn;
 4. the issue: the snippet, what it gives and what the user expected; never a file, a
    module or a line.
 
@@ -23,6 +27,7 @@ made here (`trace_gym.coding.verify`).
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import types
@@ -30,8 +35,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
+from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, rename, restyle, sites
 from trace_gym.coding.runner import exception_name
-from trace_gym.coding.templates import CONSTANTS, FUNCTIONS, MODULES, Bug, FunctionTemplate, ModuleTemplate, fill
+from trace_gym.coding.templates import (
+    ATTRIBUTES,
+    CONSTANTS,
+    FUNCTIONS,
+    MODULES,
+    NAMES,
+    FunctionTemplate,
+    ModuleTemplate,
+    fill,
+    rename_prose,
+)
 from trace_gym.errors import InternalError
 from trace_gym.rng import Rng
 
@@ -151,50 +167,100 @@ def apply_edit(text: str, start: int, end: int, replacement: str) -> str:
 # -- sources ---------------------------------------------------------------------------------
 
 
-def module_source(module: ModuleTemplate, order: list[FunctionTemplate], constants: dict[str, Any],
-                  bug: tuple[str, Bug] | None) -> str:
-    """The text of one module: docstring, imports, its functions in `order`, the bug
-    injected when it is in this module (`bug`: function name and bug)."""
-    uses = sorted({FUNCTIONS[name][0].name for f in module.functions for name in f.uses})
-    parts = [f'"""{module.doc}"""\n\n']
-    header = module.header + (f"from . import {', '.join(uses)}\n" if uses else "")
-    if header:
-        parts.append(header + "\n\n")
-    bodies = []
-    for f in order:
-        body = fill(f.source, constants)
-        if bug is not None and bug[0] == f.name:
-            old, new = fill(bug[1].old, constants), fill(bug[1].new, constants)
-            if body.count(old) != 1:
-                raise InternalError(f"bug of {f.name} does not match its source once: {old!r}")
-            body = body.replace(old, new)
-        bodies.append(body)
-    parts.append("\n\n".join(bodies))
-    return "".join(parts)
+@dataclass(frozen=True)
+class Layout:
+    """One seed's package before the bug: its names, constants, functions and their
+    correct (renamed, restyled) sources."""
+
+    package: str
+    constants: dict[str, Any]
+    chosen: dict[str, str]
+    """Canonical identifier -> the name this package gives it."""
+    orders: dict[str, list[FunctionTemplate]]
+    """Module template name -> the functions it holds here, in order."""
+    bodies: dict[str, str]
+    """Canonical function name -> its correct source here."""
+
+    def module_of(self, f: FunctionTemplate) -> str:
+        """The name of the module holding `f` in this package."""
+        return self.chosen[FUNCTIONS[f.name][0].name]
+
+    def name_of(self, f: FunctionTemplate) -> str:
+        """`f`'s name in this package."""
+        return self.chosen[f.name]
+
+    @property
+    def functions(self) -> list[FunctionTemplate]:
+        """Every function of the package, module by module."""
+        return [f for m in MODULES for f in self.orders[m.name]]
 
 
-def init_source(package: str, orders: dict[str, list[FunctionTemplate]]) -> str:
-    """The package's __init__.py: re-exports every function (the public API the issue uses)."""
-    lines = [f'"""{package}: small utilities."""\n\n']
+def layout(rng: Rng, held_out: bool) -> Layout:
+    """Draw a package's names, constants, function order and restyled sources."""
+    package = rng.choice(_ADJECTIVES) + rng.choice(_NOUNS)
+    constants = {name: rng.choice(values) for name, values in CONSTANTS.items()}
+    chosen = {name: rng.choice(pool) for name, pool in NAMES.items()}
+    orders, bodies = {}, {}
     for module in MODULES:
-        names = ", ".join(f.name for f in orders[module.name])
-        lines.append(f"from .{module.name} import {names}\n")
+        order = [f for f in module.functions if held_out or not f.held_out]
+        rng.shuffle(order)
+        orders[module.name] = order
+        for f in order:
+            tree = rename(ast.parse(rename_prose(fill(f.source, constants), chosen)), chosen, ATTRIBUTES)
+            bodies[f.name] = ast.unparse(restyle(tree, rng)) + "\n"
+    return Layout(package, constants, chosen, orders, bodies)
+
+
+def module_source(lay: Layout, module: ModuleTemplate, bug: tuple[str, str] | None = None) -> str:
+    """The text of one module: docstring, imports, its functions in order; `bug` (canonical
+    function name, buggy source) replaces that function's correct source."""
+    own = {f.name for f in lay.orders[module.name]}
+    deps = sorted({lay.chosen[FUNCTIONS[name][0].name] for f in lay.orders[module.name] for name in f.uses
+                   if name not in own})
+    header = module.header + (f"from . import {', '.join(deps)}\n" if deps else "")
+    bodies = [bug[1] if bug is not None and bug[0] == f.name else lay.bodies[f.name] for f in lay.orders[module.name]]
+    return f'"""{module.doc}"""\n\n' + (header + "\n\n" if header else "") + "\n\n".join(bodies)
+
+
+def init_source(lay: Layout) -> str:
+    """The package's __init__.py: re-exports every function (the public API the issue uses)."""
+    lines = [f'"""{lay.package}: small utilities."""\n\n']
+    for module in MODULES:
+        names = ", ".join(lay.name_of(f) for f in lay.orders[module.name])
+        lines.append(f"from .{lay.chosen[module.name]} import {names}\n")
     return "".join(lines)
 
 
+def module_sources(package: str, files: dict[str, str]) -> dict[str, str]:
+    """Module name -> text of each module of `package` in a repository's files."""
+    prefix = f"{package}/"
+    return {p[len(prefix):-3]: t for p, t in files.items()
+            if p.startswith(prefix) and p.endswith(".py") and p.count("/") == 1 and p != f"{prefix}__init__.py"}
+
+
+def _relative_imports(source: str) -> list[str]:
+    return [name.strip() for line in source.splitlines() if line.startswith("from . import ")
+            for name in line.removeprefix("from . import ").split(",")]
+
+
 def load(package: str, sources: dict[str, str]) -> dict[str, types.ModuleType]:
-    """The package's modules run in this process as module objects of their own (nothing
-    enters sys.modules); `from . import x` lines are resolved from the modules made before.
-    Only for trace-gym's own template code."""
+    """The package's modules (name -> text) run in this process as module objects of their
+    own (nothing enters sys.modules); `from . import x` lines are resolved from the modules
+    made before. Only for trace-gym's own template code."""
     modules: dict[str, types.ModuleType] = {}
-    for module in MODULES:
-        mod = types.ModuleType(f"{package}.{module.name}")
-        code = "\n".join("" if line.startswith("from . import") else line
-                         for line in sources[module.name].splitlines())
-        for dep in {FUNCTIONS[n][0].name for f in module.functions for n in f.uses}:
-            setattr(mod, dep, modules[dep])
-        exec(compile(code, mod.__name__, "exec"), mod.__dict__)  # noqa: S102 - trace-gym's own templates
-        modules[module.name] = mod
+    pending = dict(sources)
+    while pending:
+        ready = [name for name, src in pending.items() if all(d in modules for d in _relative_imports(src))]
+        if not ready:
+            raise InternalError(f"modules {sorted(pending)} import each other or a missing module")
+        for name in ready:
+            src = pending.pop(name)
+            mod = types.ModuleType(f"{package}.{name}")
+            for dep in _relative_imports(src):
+                setattr(mod, dep, modules[dep])
+            code = "\n".join("" if line.startswith("from . import") else line for line in src.splitlines())
+            exec(compile(code, mod.__name__, "exec"), mod.__dict__)  # noqa: S102 - trace-gym's own templates
+            modules[name] = mod
     return modules
 
 
@@ -225,91 +291,114 @@ def _same(a: Any, b: Any) -> bool:
 
 # -- the task ---------------------------------------------------------------------------------
 
-_PAIRS = [(f, b) for m in MODULES for f in m.functions for b in f.bugs]
-"""Every (function, bug) of the catalogue, in a fixed order."""
-_CALLERS = {f.name: [g for m in MODULES for g in m.functions if f.name in g.uses] for _, f in FUNCTIONS.values()}
-_CALLED_PAIRS = [(f, b) for f, b in _PAIRS if _CALLERS[f.name]]
-"""The pairs whose function other functions call (the bug can show one call away)."""
-
-
 AWAY_SHARE = 0.3
-"""The share of tasks whose snippet calls a function that calls the buggy one (the bug one
-call away from the symptom); the rest call the buggy function itself."""
+"""The share of tasks whose snippet calls a function that calls the buggy one, directly or
+through another (the bug away from the symptom); the rest call the buggy function itself."""
+HELD_OUT_SHARE = 0.5
+"""On test seeds, the share of tasks whose bug goes into a held-out function (where one can)."""
+TRIES = 50
+"""Sites drawn before the generator gives up (none has failed on the seeds tested)."""
 
 
-def generate(rng: Rng, away_share: float = AWAY_SHARE) -> CodingTask:
+def _callers(present: list[FunctionTemplate]) -> dict[str, list[FunctionTemplate]]:
+    """Function -> the functions of the package that reach it through their calls."""
+    def reaches(g: FunctionTemplate, name: str) -> bool:
+        return any(u == name or reaches(FUNCTIONS[u][1], name) for u in g.uses)
+    return {f.name: [g for g in present if reaches(g, f.name)] for f in present}
+
+
+def generate(rng: Rng, away_share: float = AWAY_SHARE, held_out: bool = False) -> CodingTask:
     """One seed's task (see the module docstring). Deterministic in the rng's draws;
-    `away_share` of the tasks have the bug one call away from the function the issue calls."""
-    package = rng.choice(_ADJECTIVES) + rng.choice(_NOUNS)
-    constants = {name: rng.choice(values) for name, values in CONSTANTS.items()}
-    orders = {}
-    for module in MODULES:
-        order = list(module.functions)
-        rng.shuffle(order)
-        orders[module.name] = order
-    correct_src = {m.name: module_source(m, orders[m.name], constants, None) for m in MODULES}
-    correct = load(package, correct_src)
+    `away_share` of the tasks have the bug away from the function the issue calls;
+    `held_out` (test seeds) adds the held-out templates to the package."""
+    lay = layout(rng, held_out)
+    correct_src = {m.name: module_source(lay, m) for m in MODULES}
+    correct = load(lay.package, {lay.chosen[m]: src for m, src in correct_src.items()})
+    present = lay.functions
+    callers = _callers(present)
     away = rng.chance(away_share)
-    for _ in range(50):
-        target, bug = rng.choice(_CALLED_PAIRS if away else _PAIRS)
-        task = _with_bug(rng, package, constants, orders, correct_src, correct, target, bug, away)
+    candidates = [f for f in present if callers[f.name]] if away else present
+    if held_out and rng.chance(HELD_OUT_SHARE):
+        candidates = [f for f in candidates if f.held_out] or candidates
+    for _ in range(TRIES):
+        target = rng.choice(candidates)
+        task = _with_bug(rng, lay, correct_src, correct, target, rng.choice(callers[target.name]) if away else target)
         if task is not None:
             return task
-    raise InternalError("no bug of the catalogue showed on its drawn inputs in 50 tries")
+    raise InternalError(f"no edit showed as a bug on its drawn inputs in {TRIES} tries")
 
 
-def _with_bug(rng: Rng, package: str, constants: dict[str, Any], orders: dict[str, list[FunctionTemplate]],
-              correct_src: dict[str, str], correct: dict[str, types.ModuleType], target: FunctionTemplate,
-              bug: Bug, away: bool) -> CodingTask | None:
+def _pick_site(rng: Rng, source: str) -> Site | None:
+    """A site of the source, its kind drawn first (so that each kind is as likely as the
+    others wherever it can be made), then the site."""
+    found = sites(ast.parse(source))
+    kinds = sorted({s.kind for s in found}, key=BUG_KINDS.index)
+    if not kinds:
+        return None
+    kind = rng.choice(kinds)
+    return rng.choice([s for s in found if s.kind == kind])
+
+
+def _with_bug(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[str, types.ModuleType],
+              target: FunctionTemplate, api: FunctionTemplate) -> CodingTask | None:
+    site = _pick_site(rng, lay.bodies[target.name])
+    if site is None:
+        return None
+    buggy_body = ast.unparse(mutate(ast.parse(lay.bodies[target.name]), site)) + "\n"
     module = FUNCTIONS[target.name][0]
     buggy_src = dict(correct_src)
-    buggy_src[module.name] = module_source(module, orders[module.name], constants, (target.name, bug))
-    buggy = load(package, buggy_src)
-    api = rng.choice(_CALLERS[target.name]) if away else target
-    api_module = FUNCTIONS[api.name][0].name
-    showing = _inputs(rng, api, constants, correct[api_module], buggy[api_module], differ=True)
+    buggy_src[module.name] = module_source(lay, module, (target.name, buggy_body))
+    named = {lay.chosen[m]: src for m, src in buggy_src.items()}
+    try:
+        buggy = load(lay.package, named)
+    except Exception:  # an edit that breaks the module's own definitions is not the bug we want
+        return None
+    api_module, api_name = lay.module_of(api), lay.name_of(api)
+    showing = _inputs(rng, api, lay, correct[api_module], buggy[api_module], differ=True)
     if len(showing) < 1 + F2P_TESTS:
         return None
     snippet_args, f2p_args = showing[0], showing[1:1 + F2P_TESTS]
-    hidden = [HiddenTest(f"test_{api.name}_reported_{i}", "f2p", api_module, api.name, args,
-                         outcome(getattr(correct[api_module], api.name), args)) for i, args in enumerate(f2p_args)]
+    hidden = [HiddenTest(f"test_{api_name}_reported_{i}", "f2p", api_module, api_name, args,
+                         outcome(getattr(correct[api_module], api_name), args)) for i, args in enumerate(f2p_args)]
     # PASS_TO_PASS: other functions (and the reported one where the bug does not show)
-    others = [f for m in MODULES for f in m.functions]
-    picked = rng.sample(others, min(P2P_TESTS, len(others)))
-    for i, f in enumerate(picked):
-        m = FUNCTIONS[f.name][0].name
-        agreeing = _inputs(rng, f, constants, correct[m], buggy[m], differ=False, want=1)
+    for i, f in enumerate(rng.sample(lay.functions, min(P2P_TESTS, len(lay.functions)))):
+        m, name = lay.module_of(f), lay.name_of(f)
+        agreeing = _inputs(rng, f, lay, correct[m], buggy[m], differ=False, want=1)
         if agreeing:
-            hidden.append(HiddenTest(f"test_{f.name}_{i}", "p2p", m, f.name, agreeing[0],
-                                     outcome(getattr(correct[m], f.name), agreeing[0])))
-    files = {f"{package}/{m}.py": src for m, src in buggy_src.items()}
-    files[f"{package}/__init__.py"] = init_source(package, orders)
-    files.update(_visible_tests(rng, package, constants, correct, buggy))
+            hidden.append(HiddenTest(f"test_{name}_{i}", "p2p", m, name, agreeing[0],
+                                     outcome(getattr(correct[m], name), agreeing[0])))
+    package = lay.package
+    files = {f"{package}/{m}.py": src for m, src in named.items()}
+    files[f"{package}/__init__.py"] = init_source(lay)
+    files.update(_visible_tests(rng, lay, correct, buggy))
     files["README.md"] = (f"# {package}\n\nSmall utilities. Run the tests with `python tests/run.py`.\n")
     files["tests/run.py"] = _RUN_TESTS
     fixed_lines, start, end = _fix_span(correct_src[module.name], buggy_src[module.name])
-    got = outcome(getattr(buggy[api_module], api.name), snippet_args)
-    want = outcome(getattr(correct[api_module], api.name), snippet_args)
-    snippet = f"import {package}\nprint({package}.{api.name}({', '.join(_py(a) for a in snippet_args)}))\n"
+    got = outcome(getattr(buggy[api_module], api_name), snippet_args)
+    want = outcome(getattr(correct[api_module], api_name), snippet_args)
+    snippet = f"import {package}\nprint({package}.{api_name}({', '.join(_py(a) for a in snippet_args)}))\n"
+    expectation = rename_prose(fill(api.expectation, lay.constants), lay.chosen)
     return CodingTask(
-        package=package, files=files, bug_kind=bug.kind, bug_file=f"{package}/{module.name}.py",
-        bug_function=target.name, fix_start=start, fix_end=end, fixed_text=fixed_lines,
-        issue=_issue(rng, package, api, snippet, got, want), snippet=snippet, api_module=api_module,
-        api_function=api.name, snippet_args=snippet_args, snippet_expected=want, hidden_tests=tuple(hidden))
+        package=package, files=files, bug_kind=site.kind, bug_file=f"{package}/{lay.module_of(target)}.py",
+        bug_function=lay.name_of(target), fix_start=start, fix_end=end, fixed_text=fixed_lines,
+        issue=_issue(rng, package, api_name, expectation, snippet, got, want), snippet=snippet,
+        api_module=api_module, api_function=api_name, snippet_args=snippet_args, snippet_expected=want,
+        hidden_tests=tuple(hidden))
 
 
-def _inputs(rng: Rng, f: FunctionTemplate, constants: dict[str, Any], correct: types.ModuleType,
-            buggy: types.ModuleType, differ: bool, want: int = 1 + F2P_TESTS) -> list[list[Any]]:
+def _inputs(rng: Rng, f: FunctionTemplate, lay: Layout, correct: types.ModuleType, buggy: types.ModuleType,
+            differ: bool, want: int = 1 + F2P_TESTS) -> list[list[Any]]:
     """Distinct argument lists on which the correct and the buggy function differ (or agree)."""
     found: list[list[Any]] = []
     seen: set[str] = set()
+    name = lay.name_of(f)
     for _ in range(CANDIDATES):
-        args = f.draw(rng, constants)
+        args = f.draw(rng, lay.constants)
         key = json.dumps(args)
         if key in seen:
             continue
         seen.add(key)
-        a, b = outcome(getattr(correct, f.name), args), outcome(getattr(buggy, f.name), args)
+        a, b = outcome(getattr(correct, name), args), outcome(getattr(buggy, name), args)
         if same_outcome(a, b) != differ:
             found.append(args)
             if len(found) == want:
@@ -338,35 +427,36 @@ def _show(result: dict[str, Any]) -> str:
     return f"raises {result['raises']}" if "raises" in result else f"returns `{result['value']!r}`"
 
 
-def _issue(rng: Rng, package: str, api: FunctionTemplate, snippet: str, got: dict[str, Any],
+def _issue(rng: Rng, package: str, api: str, expectation: str, snippet: str, got: dict[str, Any],
            want: dict[str, Any]) -> str:
-    title = rng.choice((f"`{api.name}` gives a wrong result", f"Unexpected result from `{package}.{api.name}`",
-                        f"Bug in `{api.name}`?"))
+    title = rng.choice((f"`{api}` gives a wrong result", f"Unexpected result from `{package}.{api}`",
+                        f"Bug in `{api}`?"))
     opener = rng.choice(("I ran into this while using", "Found a problem in", "Something looks off in"))
     expected = (f"I expected it to raise {want['raises']}" if "raises" in want
                 else f"I expected `{want['value']!r}`")
     return (f"{title}\n\n{opener} {package}:\n\n```python\n{snippet}```\n\nThis {_show(got)}, but "
-            f"{expected}: {api.expectation}.\n")
+            f"{expected}: {expectation}.\n")
 
 
-def _visible_tests(rng: Rng, package: str, constants: dict[str, Any], correct: dict[str, types.ModuleType],
+def _visible_tests(rng: Rng, lay: Layout, correct: dict[str, types.ModuleType],
                    buggy: dict[str, types.ModuleType]) -> dict[str, str]:
     """tests/test_<module>.py for each module: plain asserts on inputs where the bug does not show."""
     files = {}
     for module in MODULES:
-        lines = [f'"""Tests of {package}.{module.name}."""\n\nfrom {package} import {module.name}\n']
-        for f in module.functions:
-            for i, args in enumerate(_inputs(rng, f, constants, correct[module.name], buggy[module.name],
-                                             differ=False, want=2)):
-                result = outcome(getattr(correct[module.name], f.name), args)
-                call = f"{module.name}.{f.name}({', '.join(_py(a) for a in args)})"
+        name = lay.chosen[module.name]
+        lines = [f'"""Tests of {lay.package}.{name}."""\n\nfrom {lay.package} import {name}\n']
+        for f in lay.orders[module.name]:
+            fn = lay.name_of(f)
+            for i, args in enumerate(_inputs(rng, f, lay, correct[name], buggy[name], differ=False, want=2)):
+                result = outcome(getattr(correct[name], fn), args)
+                call = f"{name}.{fn}({', '.join(_py(a) for a in args)})"
                 if "raises" in result:
                     body = (f"    try:\n        {call}\n    except {result['raises']}:\n        return\n"
                             f"    raise AssertionError('expected {result['raises']}')\n")
                 else:
                     body = f"    assert {call} == {_py(result['value'])}\n"
-                lines.append(f"\n\ndef test_{f.name}_{i}():\n{body}")
-        files[f"tests/test_{module.name}.py"] = "".join(lines)
+                lines.append(f"\n\ndef test_{fn}_{i}():\n{body}")
+        files[f"tests/test_{name}.py"] = "".join(lines)
     return files
 
 

@@ -26,7 +26,8 @@ the PID namespace ends with it, so nothing it started outlives it.
 - CPU time: RLIMIT_CPU, soft `cpu_seconds` (SIGXCPU), hard one second later (SIGKILL). It
   is per process: a command that starts busy children spends at most `cpu_seconds` in each,
   and the wall clock bounds them all.
-- Memory: RLIMIT_AS per process; the /tmp tmpfs is capped at `memory_bytes` too.
+- Memory: RLIMIT_AS per process; the /tmp tmpfs holds at most `TMP_BYTES` (or
+  `memory_bytes`, if smaller): N commands at once hold no more than N times that in RAM.
 - File size: RLIMIT_FSIZE, the largest file a command may write (SIGXFSZ, or EFBIG for
   Python, which ignores SIGXFSZ). It bounds each file, not their number: the repository's
   size in all is measured every 0.1 s, and past `repo_bytes` the sandbox is killed (a
@@ -112,6 +113,8 @@ _TAIL_BYTES = 4096  # of stderr, kept for telling which limit ended a command
 _READ_CHUNK = 1 << 16
 _STDIN_CHUNK = 1 << 16
 _SHM_BYTES = 64 << 20
+TMP_BYTES = 128 << 20
+"""The most a command's private /tmp holds (a tmpfs: it is memory)."""
 _WATCH_PERIOD = 0.02
 _DISK_PERIOD = 0.1  # how often the repository's size is measured while a command runs
 _DRAIN_GRACE = 2.0  # after a kill, how long the dying namespace may hold the pipes
@@ -821,7 +824,7 @@ def _check_paths(repo: str | Path, binds: Mapping[str, str]) -> tuple[str, list[
 
 def _sandbox_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[str],
                   limits: CommandLimits) -> list[str]:
-    out = [*_bwrap_head(), "--size", str(limits.memory_bytes), "--tmpfs", "/tmp", *_bwrap_body(),
+    out = [*_bwrap_head(), "--size", str(min(limits.memory_bytes, TMP_BYTES)), "--tmpfs", "/tmp", *_bwrap_body(),
            "--bind", repo, SANDBOX_REPO]
     for src, dest in binds:
         out += ["--ro-bind", src, dest]

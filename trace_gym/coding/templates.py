@@ -1,38 +1,29 @@
-"""The pieces a coding task's package is built from: module templates, their functions, each
-function's bug catalogue and its input drawer.
+"""The pieces a coding task's package is built from: module templates, their functions,
+each function's input drawer, and the names a seed may give each identifier.
 
 A function template is its correct source (with `@NAME@` placeholders for the constants a
-seed chooses), the bugs that can be injected into it (an exact, whole-line replacement of
-part of that source, each changing what the function returns on some inputs), and a drawer
-of argument lists that reaches the inputs where the bugs show (a length equal to a width,
-a total equal to a threshold, touching intervals). `trace_gym.coding.repo` assembles a
-package from these and checks, per seed, that the injected bug shows on the inputs it picks.
+seed chooses) and a drawer of argument lists that reaches the inputs where a bug would show
+(a length equal to a width, a total equal to a threshold, touching intervals). The bug is
+not part of the template: `trace_gym.coding.mutate` injects it at a random site of the
+function's syntax tree, and `trace_gym.coding.repo` keeps it only when it shows on the
+inputs it draws.
 
-Bug kinds (the catalogue SWE-bench-style issues come from): off-by-one, wrong comparison,
-swapped arguments, missing edge case, wrong default, mutated constant, wrong operator.
+Against memorisation, each seed also renames (`NAMES`: every module, function, parameter
+and local has a pool of names, no name in two pools) and restyles the code, and
+`held_out` templates appear only in the packages of test seeds, so a program that learnt
+the train packages by heart has never seen their correct text.
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from trace_gym.rng import Rng
-
-BUG_KINDS = ("off_by_one", "wrong_comparison", "swapped_arguments", "missing_edge_case",
-             "wrong_default", "mutated_constant", "wrong_operator")
-"""Every kind of bug the catalogue holds."""
-
-
-@dataclass(frozen=True)
-class Bug:
-    """One injectable bug: replace `old` (whole lines of the function's source, after its
-    constants are filled in) with `new` (zero or more whole lines)."""
-
-    kind: str
-    old: str
-    new: str
 
 
 @dataclass(frozen=True)
@@ -40,15 +31,18 @@ class FunctionTemplate:
     """One function of a module template."""
 
     name: str
+    """Its canonical name (a key of `NAMES`; the package names it as the seed chose)."""
     source: str
-    """The correct source, `@NAME@` placeholders for the seed's constants."""
-    bugs: tuple[Bug, ...]
+    """The correct source, `@NAME@` placeholders for the seed's constants; it may define a
+    module-level constant or class before the function (part of the template's bug sites)."""
     draw: Callable[[Rng, dict[str, Any]], list[Any]]
     """An argument list (JSON values) for the function, given the seed's constants."""
     expectation: str
     """What the function should do, as a user who read its docstring says it."""
     uses: tuple[str, ...] = ()
-    """Functions of other modules it calls (their modules are imported by the module)."""
+    """Functions it calls (canonical names; another module's are reached through it)."""
+    held_out: bool = False
+    """Only in the packages of test seeds (never seen in training)."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +57,10 @@ class ModuleTemplate:
 
 
 CONSTANTS: dict[str, tuple[Any, ...]] = {
-    "WIDTH": (8, 10, 12, 16),
+    "WIDTH": (8, 10, 12, 14, 16, 20),
     "DIGITS": (1, 2, 3),
-    "THRESHOLD": (50, 100, 200),
-    "DISCOUNT": (10, 15, 20, 25),
+    "THRESHOLD": (50, 80, 100, 150, 200, 250),
+    "DISCOUNT": (5, 10, 15, 20, 25, 30),
     "SEP": ("-", "_"),
     "MINUTE": (60,),
 }
@@ -84,42 +78,40 @@ def _text(rng: Rng, n_words: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(n_words))
 
 
+def _sized_text(rng: Rng, c: dict[str, Any]) -> list[Any]:
+    """A text whose length is near a width: the seed's (the default) or one passed."""
+    width = c["WIDTH"] if rng.chance(0.5) else rng.integer(4, 14)
+    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(max(0, width + rng.integer(-3, 3))))
+    return [text] if width == c["WIDTH"] else [text, width]
+
+
 # -- mathops ------------------------------------------------------------------------------
 
 CLAMP = FunctionTemplate(
     name="clamp",
     source='''def clamp(value, low, high):
-    """Return value limited to the closed range [low, high]."""
+    """Return `value` limited to the closed range [`low`, `high`]."""
     if value < low:
         return low
     if value > high:
         return high
     return value
 ''',
-    bugs=(
-        Bug("missing_edge_case", "    if value > high:\n        return high\n", ""),
-        Bug("wrong_comparison", "    if value < low:\n", "    if value > low:\n"),
-    ),
     draw=lambda rng, c: (lambda lo: [rng.integer(lo - 30, lo + 60), lo, lo + rng.integer(1, 30)])(
         rng.integer(-40, 40)),
-    expectation="it should return the value limited to the range [low, high]",
+    expectation="it should return `value` limited to the range [`low`, `high`]",
 )
 
 PERCENT = FunctionTemplate(
     name="percent",
     source='''def percent(part, whole, digits=@DIGITS@):
-    """part as a percentage of whole, rounded to `digits` places; ValueError when whole is 0."""
+    """`part` as a percentage of `whole`, rounded to `digits` places; ValueError when `whole` is 0."""
     if whole == 0:
         raise ValueError("whole must not be zero")
     return round(100 * part / whole, digits)
 ''',
-    bugs=(
-        Bug("missing_edge_case", '    if whole == 0:\n        raise ValueError("whole must not be zero")\n', ""),
-        Bug("wrong_operator", "    return round(100 * part / whole, digits)\n",
-            "    return round(100 * part // whole, digits)\n"),
-    ),
     draw=lambda rng, c: [rng.integer(1, 99), 0 if rng.chance(0.3) else rng.integer(3, 97)],
-    expectation="it should give part as a percentage of whole, and raise ValueError when whole is 0",
+    expectation="it should give `part` as a percentage of `whole`, and raise ValueError when `whole` is 0",
 )
 
 MEAN = FunctionTemplate(
@@ -130,18 +122,14 @@ MEAN = FunctionTemplate(
         raise ValueError("mean of no values")
     return sum(values) / len(values)
 ''',
-    bugs=(
-        Bug("off_by_one", "    return sum(values) / len(values)\n", "    return sum(values[1:]) / len(values)\n"),
-        Bug("off_by_one", "    return sum(values) / len(values)\n", "    return sum(values) / (len(values) + 1)\n"),
-    ),
-    draw=lambda rng, c: [_ints(rng, rng.integer(1, 6), -20, 40)],
-    expectation="it should return the arithmetic mean of the values",
+    draw=lambda rng, c: [_ints(rng, rng.integer(0, 6), -20, 40)],
+    expectation="it should return the arithmetic mean of the values, and raise ValueError for none",
 )
 
 RUNNING_TOTAL = FunctionTemplate(
     name="running_total",
     source='''def running_total(values):
-    """The list of prefix sums: element i is the sum of values[0..i]."""
+    """The list of prefix sums: element `i` is the sum of `values`[0..`i`]."""
     totals = []
     acc = 0
     for i in range(len(values)):
@@ -149,12 +137,36 @@ RUNNING_TOTAL = FunctionTemplate(
         totals.append(acc)
     return totals
 ''',
-    bugs=(
-        Bug("off_by_one", "    for i in range(len(values)):\n", "    for i in range(1, len(values)):\n"),
-        Bug("wrong_operator", "        acc += values[i]\n", "        acc = values[i]\n"),
-    ),
     draw=lambda rng, c: [_ints(rng, rng.integer(2, 6), -9, 30)],
-    expectation="element i of the result should be the sum of the first i + 1 values",
+    expectation="element `i` of the result should be the sum of the first `i` + 1 values",
+)
+
+NORMALIZE = FunctionTemplate(
+    name="normalize",
+    source='''def normalize(values):
+    """Each value as a percentage of their total; all zeros when the total is 0."""
+    total = sum(values)
+    if total == 0:
+        return [0 for _ in values]
+    return [percent(value, total) for value in values]
+''',
+    draw=lambda rng, c: [_ints(rng, rng.integer(1, 4), 0, 9 if rng.chance(0.2) else 60)],
+    expectation="each value should become its percentage of the total",
+    uses=("percent",),
+)
+
+WEIGHTED_MEAN = FunctionTemplate(
+    name="weighted_mean",
+    source='''def weighted_mean(values, weights):
+    """The mean of `values` weighted by `weights`; ValueError when the weights sum to 0."""
+    total = sum(weights)
+    if total == 0:
+        raise ValueError("the weights sum to zero")
+    return sum(value * weight for value, weight in zip(values, weights)) / total
+''',
+    draw=lambda rng, c: (lambda n: [_ints(rng, n, -10, 50), _ints(rng, n, 0, 4)])(rng.integer(1, 4)),
+    expectation="it should weight each value by its weight, and raise ValueError when the weights sum to 0",
+    held_out=True,
 )
 
 # -- textops ------------------------------------------------------------------------------
@@ -162,52 +174,50 @@ RUNNING_TOTAL = FunctionTemplate(
 TRUNCATE = FunctionTemplate(
     name="truncate",
     source='''def truncate(text, width=@WIDTH@, suffix="..."):
-    """text cut to at most `width` characters, ending with `suffix` when it was cut."""
+    """`text` cut to at most `width` characters, ending with `suffix` when it was cut."""
     if len(text) <= width:
         return text
     return text[: width - len(suffix)] + suffix
 ''',
-    bugs=(
-        Bug("wrong_comparison", "    if len(text) <= width:\n", "    if len(text) < width:\n"),
-        Bug("off_by_one", "    return text[: width - len(suffix)] + suffix\n",
-            "    return text[: width - len(suffix) + 1] + suffix\n"),
-    ),
-    draw=lambda rng, c: ["abcdefghijklmnopqrstuvwxyz"[: c["WIDTH"] + rng.integer(-2, 3)]],
-    expectation="the result should be at most `width` characters long, and only cut text ends with the suffix",
+    draw=lambda rng, c: _sized_text(rng, c),
+    expectation="the result should be at most `width` characters long, and only cut text ends with `suffix`",
 )
 
 SLUGIFY = FunctionTemplate(
     name="slugify",
     source='''def slugify(text, sep="@SEP@"):
-    """Lower-case words of text (letters and digits only) joined by `sep`."""
+    """Lower-case words of `text` (letters and digits only) joined by `sep`."""
     words = re.findall(r"[A-Za-z0-9]+", text)
     return sep.join(word.lower() for word in words)
 ''',
-    bugs=(
-        Bug("wrong_default", '''def slugify(text, sep="@SEP@"):\n''', '''def slugify(text, sep=" "):\n'''),
-        Bug("missing_edge_case", "    return sep.join(word.lower() for word in words)\n",
-            "    return sep.join(words)\n"),
-    ),
     draw=lambda rng, c: [_text(rng, rng.integer(2, 4)) + rng.choice(("", "!", " 2024"))],
-    expectation="it should join the lower-cased words with the separator",
+    expectation="it should join the lower-cased words with `sep`",
 )
 
 COUNT_WORDS = FunctionTemplate(
     name="count_words",
     source='''def count_words(text):
-    """How often each word occurs in text, ignoring case: {word: count}."""
+    """How often each word occurs in `text`, ignoring case: {word: count}."""
     counts = {}
     for word in text.lower().split():
         counts[word] = counts.get(word, 0) + 1
     return counts
 ''',
-    bugs=(
-        Bug("missing_edge_case", "    for word in text.lower().split():\n", "    for word in text.split():\n"),
-        Bug("off_by_one", "        counts[word] = counts.get(word, 0) + 1\n",
-            "        counts[word] = counts.get(word, 1) + 1\n"),
-    ),
     draw=lambda rng, c: [_text(rng, rng.integer(3, 6))],
     expectation="it should count each word once per occurrence, ignoring case",
+)
+
+PAD = FunctionTemplate(
+    name="pad",
+    source='''def pad(text, width=@WIDTH@, fill="."):
+    """`text` followed by `fill` characters up to `width`; longer text unchanged."""
+    if len(text) >= width:
+        return text
+    return text + fill * (width - len(text))
+''',
+    draw=lambda rng, c: _sized_text(rng, c),
+    expectation="it should pad `text` with `fill` to exactly `width` characters, and leave longer text alone",
+    held_out=True,
 )
 
 # -- parsing ------------------------------------------------------------------------------
@@ -220,22 +230,22 @@ PARSE_DURATION = FunctionTemplate(
 def parse_duration(text):
     """Seconds in a duration such as "1h30m" or "45s"; ValueError for anything else."""
     total = 0
-    for amount, unit in re.findall(r"(\\d+)([hms])", text):
-        total += int(amount) * UNITS[unit]
+    for number, unit in re.findall(r"(\\d+)([hms])", text):
+        total += int(number) * UNITS[unit]
     if not re.fullmatch(r"(\\d+[hms])+", text):
         raise ValueError(f"not a duration: {text!r}")
     return total
 ''',
-    bugs=(
-        Bug("mutated_constant", 'UNITS = {"h": 60 * @MINUTE@, "m": @MINUTE@, "s": 1}\n',
-            'UNITS = {"h": 100 * @MINUTE@, "m": @MINUTE@, "s": 1}\n'),
-        Bug("missing_edge_case", '    if not re.fullmatch(r"(\\d+[hms])+", text):\n        raise ValueError(f"not a duration: {text!r}")\n', ""),
-    ),
-    draw=lambda rng, c: [rng.choice((f"{rng.integer(1, 99)}", f"{rng.integer(1, 9)}x", f"h{rng.integer(1, 9)}",
-                                     f"{rng.integer(1, 9)}h{rng.integer(1, 9)}")) if rng.chance(0.3)
-                         else "".join(f"{rng.integer(1, 9)}{u}" for u in ("h", "m", "s") if rng.chance(0.6)) or "5s"],
+    draw=lambda rng, c: [_duration(rng) if rng.chance(0.7) else
+                         rng.choice((f"{rng.integer(1, 99)}", f"{rng.integer(1, 9)}x", f"h{rng.integer(1, 9)}",
+                                     f"{rng.integer(1, 9)}h{rng.integer(1, 9)}"))],
     expectation="it should give the number of seconds in the duration, and raise ValueError for anything else",
 )
+
+
+def _duration(rng: Rng) -> str:
+    return "".join(f"{rng.integer(1, 9)}{u}" for u in ("h", "m", "s") if rng.chance(0.6)) or "5s"
+
 
 PARSE_PAIRS = FunctionTemplate(
     name="parse_pairs",
@@ -245,19 +255,30 @@ PARSE_PAIRS = FunctionTemplate(
     for item in text.split(";"):
         if not item:
             continue
-        key, _, value = item.partition("=")
-        pairs[key.strip()] = value.strip()
+        key, _, entry = item.partition("=")
+        pairs[key.strip()] = entry.strip()
     return pairs
 ''',
-    bugs=(
-        Bug("wrong_operator", '        key, _, value = item.partition("=")\n',
-            '        key, _, value = item.rpartition("=")\n'),
-        Bug("missing_edge_case", "        if not item:\n            continue\n", ""),
-    ),
     draw=lambda rng, c: [";".join(f"{rng.choice(_WORDS).lower()}={rng.integer(0, 9)}"
                                   + ("=x" if rng.chance(0.4) else "") for _ in range(rng.integer(1, 3)))
                          + (";" if rng.chance(0.4) else "")],
     expectation="it should map each key to the text after its first '='",
+)
+
+PARSE_RANGE = FunctionTemplate(
+    name="parse_range",
+    source='''def parse_range(text):
+    """The integers of "3-7" (both ends included) or "5"; ValueError when the end is below the start."""
+    first, _, last = text.partition("-")
+    low = int(first)
+    high = int(last) if last else low
+    if high < low:
+        raise ValueError(f"empty range: {text!r}")
+    return list(range(low, high + 1))
+''',
+    draw=lambda rng, c: (lambda a: [rng.choice((f"{a}", f"{a}-{a + rng.integer(-2, 4)}"))])(rng.integer(0, 20)),
+    expectation="it should list every integer from the start to the end, both included",
+    held_out=True,
 )
 
 # -- orders (data classes) ------------------------------------------------------------------
@@ -283,13 +304,9 @@ def order_total(rows, threshold=@THRESHOLD@):
         total -= total * @DISCOUNT@ // 100
     return total
 ''',
-    bugs=(
-        Bug("wrong_comparison", "    if total >= threshold:\n", "    if total > threshold:\n"),
-        Bug("mutated_constant", "        total -= total * @DISCOUNT@ // 100\n", "        total -= total * @DISCOUNT@ // 10\n"),
-    ),
     draw=lambda rng, c: [[[c["THRESHOLD"] // k, k]] if rng.chance(0.4) and c["THRESHOLD"] % (k := rng.integer(1, 5)) == 0
                          else [[rng.integer(1, 60), rng.integer(1, 4)] for _ in range(rng.integer(1, 3))]],
-    expectation="it should total price times quantity, less the discount once the total reaches the threshold",
+    expectation="it should total price times quantity, less the discount once the total reaches `threshold`",
 )
 
 # -- algos --------------------------------------------------------------------------------
@@ -297,25 +314,21 @@ def order_total(rows, threshold=@THRESHOLD@):
 BINARY_SEARCH = FunctionTemplate(
     name="binary_search",
     source='''def binary_search(items, target):
-    """The index of target in the sorted list items, or -1 when it is absent."""
-    lo, hi = 0, len(items) - 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if items[mid] == target:
-            return mid
-        if items[mid] < target:
-            lo = mid + 1
+    """The index of `target` in the sorted list `items`, or -1 when it is absent."""
+    left, right = 0, len(items) - 1
+    while left <= right:
+        middle = (left + right) // 2
+        if items[middle] == target:
+            return middle
+        if items[middle] < target:
+            left = middle + 1
         else:
-            hi = mid - 1
+            right = middle - 1
     return -1
 ''',
-    bugs=(
-        Bug("off_by_one", "    lo, hi = 0, len(items) - 1\n", "    lo, hi = 0, len(items) - 2\n"),
-        Bug("wrong_comparison", "    while lo <= hi:\n", "    while lo < hi:\n"),
-    ),
     draw=lambda rng, c: (lambda items: [items, rng.choice(items) if rng.chance(0.8) else 1000])(
         sorted({rng.integer(0, 99) for _ in range(rng.integer(1, 7))})),
-    expectation="it should return the index of the target, or -1 only when it is absent",
+    expectation="it should return the index of `target`, or -1 only when it is absent",
 )
 
 MERGE_INTERVALS = FunctionTemplate(
@@ -330,12 +343,6 @@ MERGE_INTERVALS = FunctionTemplate(
             merged.append([start, end])
     return merged
 ''',
-    bugs=(
-        Bug("wrong_comparison", "        if merged and start <= merged[-1][1]:\n",
-            "        if merged and start < merged[-1][1]:\n"),
-        Bug("missing_edge_case", "            merged[-1][1] = max(merged[-1][1], end)\n",
-            "            merged[-1][1] = end\n"),
-    ),
     draw=lambda rng, c: [[(lambda s: [s, s + rng.integer(0, 6)])(rng.integer(0, 20)) for _ in range(rng.integer(2, 4))]],
     expectation="it should merge every pair of intervals that overlap or touch",
 )
@@ -343,18 +350,27 @@ MERGE_INTERVALS = FunctionTemplate(
 CHUNKS = FunctionTemplate(
     name="chunks",
     source='''def chunks(items, size):
-    """items split into lists of `size` (the last may be shorter)."""
+    """`items` split into lists of `size` (the last may be shorter)."""
     if size < 1:
         raise ValueError("size must be at least 1")
     return [items[i : i + size] for i in range(0, len(items), size)]
 ''',
-    bugs=(
-        Bug("off_by_one", "    return [items[i : i + size] for i in range(0, len(items), size)]\n",
-            "    return [items[i : i + size] for i in range(0, len(items) - 1, size)]\n"),
-        Bug("missing_edge_case", '    if size < 1:\n        raise ValueError("size must be at least 1")\n', ""),
-    ),
     draw=lambda rng, c: [list(range(rng.integer(1, 7))), rng.integer(-1, 3)],
-    expectation="it should split the items into lists of `size`, the last one possibly shorter",
+    expectation="it should split `items` into lists of `size`, the last one possibly shorter",
+)
+
+ROTATE = FunctionTemplate(
+    name="rotate",
+    source='''def rotate(items, steps):
+    """`items` rotated left by `steps` places (`steps` may exceed the length)."""
+    if not items:
+        return []
+    steps = steps % len(items)
+    return items[steps:] + items[:steps]
+''',
+    draw=lambda rng, c: [list(range(rng.integer(0, 5))), rng.integer(0, 9)],
+    expectation="it should move the first `steps` items to the end, wrapping around",
+    held_out=True,
 )
 
 # -- report (calls the others: a bug below shows through it) ----------------------------------
@@ -365,12 +381,6 @@ SUMMARY = FunctionTemplate(
     """count, mean and running totals of a non-empty list of numbers."""
     return {"count": len(values), "mean": mathops.mean(values), "totals": mathops.running_total(values)}
 ''',
-    bugs=(
-        Bug("wrong_operator", '    return {"count": len(values), "mean": mathops.mean(values), '
-            '"totals": mathops.running_total(values)}\n',
-            '    return {"count": len(values) - 1, "mean": mathops.mean(values), '
-            '"totals": mathops.running_total(values)}\n'),
-    ),
     draw=lambda rng, c: [_ints(rng, rng.integer(1, 5), -9, 30)],
     expectation="it should give the count, the mean and the running totals of the values",
     uses=("mean", "running_total"),
@@ -379,16 +389,12 @@ SUMMARY = FunctionTemplate(
 BOUNDED = FunctionTemplate(
     name="bounded_scores",
     source='''def bounded_scores(scores, low, high):
-    """Every score limited to [low, high]."""
+    """Every score limited to [`low`, `high`]."""
     return [mathops.clamp(score, low, high) for score in scores]
 ''',
-    bugs=(
-        Bug("swapped_arguments", "    return [mathops.clamp(score, low, high) for score in scores]\n",
-            "    return [mathops.clamp(score, high, low) for score in scores]\n"),
-    ),
     draw=lambda rng, c: (lambda lo: [_ints(rng, rng.integer(1, 4), lo - 20, lo + 40), lo, lo + rng.integer(1, 20)])(
         rng.integer(-20, 20)),
-    expectation="every score should be limited to the range [low, high]",
+    expectation="every score should be limited to the range [`low`, `high`]",
     uses=("clamp",),
 )
 
@@ -398,29 +404,209 @@ SHORT_TITLES = FunctionTemplate(
     """Each title as a slug cut to `width` characters."""
     return [textops.truncate(textops.slugify(title), width) for title in titles]
 ''',
-    bugs=(
-        Bug("swapped_arguments", "    return [textops.truncate(textops.slugify(title), width) for title in titles]\n",
-            "    return [textops.slugify(textops.truncate(title, width)) for title in titles]\n"),
-    ),
     draw=lambda rng, c: [[_text(rng, rng.integer(1, 4)) for _ in range(rng.integer(1, 3))]],
-    expectation="each title should become its slug, cut to the width",
+    expectation="each title should become its slug, cut to `width` characters",
     uses=("truncate", "slugify"),
 )
 
-MODULES: tuple[ModuleTemplate, ...] = (
-    ModuleTemplate("mathops", "Small arithmetic helpers.", "", (CLAMP, PERCENT, MEAN, RUNNING_TOTAL)),
-    ModuleTemplate("textops", "Text helpers: cutting, slugs and word counts.", "import re\n",
-                   (TRUNCATE, SLUGIFY, COUNT_WORDS)),
-    ModuleTemplate("parsing", "Parsers for small text formats.", "import re\n", (PARSE_DURATION, PARSE_PAIRS)),
-    ModuleTemplate("orders", "Order lines and totals.", "from typing import NamedTuple\n", (ORDER_TOTAL,)),
-    ModuleTemplate("algos", "Small algorithms over lists.", "", (BINARY_SEARCH, MERGE_INTERVALS, CHUNKS)),
-    ModuleTemplate("report", "Reports built from the other modules.", "", (SUMMARY, BOUNDED, SHORT_TITLES)),
+SHARES = FunctionTemplate(
+    name="shares",
+    source='''def shares(values):
+    """How many `values` there are, their total, and each one's percentage of it."""
+    return {"count": len(values), "total": sum(values), "percentages": mathops.normalize(values)}
+''',
+    draw=lambda rng, c: [_ints(rng, rng.integer(1, 4), 0, 60)],
+    expectation="it should give the count, the total and each value's percentage of it",
+    uses=("normalize",),
 )
-"""Every module template, in the order a package lists them."""
+
+DURATIONS = FunctionTemplate(
+    name="durations",
+    source='''def durations(text, default=0):
+    """Seconds of each "name=duration" setting of `text` (settings separated by ";"); a
+    setting without a duration gets `default`."""
+    table = {}
+    for key, entry in parsing.parse_pairs(text).items():
+        if not entry:
+            table[key] = default
+            continue
+        table[key] = parsing.parse_duration(entry)
+    return table
+''',
+    draw=lambda rng, c: [";".join(f"{rng.choice(_WORDS).lower()}={_duration(rng) if rng.chance(0.8) else ''}"
+                                  for _ in range(rng.integer(1, 3))) + (";" if rng.chance(0.3) else "")],
+    expectation="it should map each setting's name to the seconds of its duration, or to `default` when it has none",
+    uses=("parse_pairs", "parse_duration"),
+)
+
+LOOKUP = FunctionTemplate(
+    name="lookup",
+    source='''def lookup(items, targets):
+    """The index of each target in the sorted distinct `items` (-1 when absent)."""
+    ordered = sorted(set(items))
+    return [algos.binary_search(ordered, target) for target in targets]
+''',
+    draw=lambda rng, c: (lambda items: [items, [rng.choice(items) if rng.chance(0.8) else 1000
+                                                for _ in range(rng.integer(1, 3))]])(
+        [rng.integer(0, 40) for _ in range(rng.integer(1, 7))]),
+    expectation="it should give each target's index among the sorted distinct items, or -1 when absent",
+    uses=("binary_search",),
+)
+
+WINDOW_MEANS = FunctionTemplate(
+    name="window_means",
+    source='''def window_means(values, size):
+    """The mean of each run of `size` values (the last run may be shorter)."""
+    return [mathops.mean(chunk) for chunk in algos.chunks(values, size)]
+''',
+    draw=lambda rng, c: [_ints(rng, rng.integer(1, 6), -9, 30), rng.integer(0, 3)],
+    expectation="it should give the mean of each consecutive run of `size` values",
+    uses=("mean", "chunks"),
+    held_out=True,
+)
+
+MODULES: tuple[ModuleTemplate, ...] = (
+    ModuleTemplate("mathops", "Small arithmetic helpers.", "", (CLAMP, PERCENT, MEAN, RUNNING_TOTAL, NORMALIZE,
+                                                                 WEIGHTED_MEAN)),
+    ModuleTemplate("textops", "Text helpers: cutting, padding, slugs and word counts.", "import re\n",
+                   (TRUNCATE, SLUGIFY, COUNT_WORDS, PAD)),
+    ModuleTemplate("parsing", "Parsers for small text formats.", "import re\n",
+                   (PARSE_DURATION, PARSE_PAIRS, PARSE_RANGE)),
+    ModuleTemplate("orders", "Order lines and totals.", "from typing import NamedTuple\n", (ORDER_TOTAL,)),
+    ModuleTemplate("algos", "Small algorithms over lists.", "", (BINARY_SEARCH, MERGE_INTERVALS, CHUNKS, ROTATE)),
+    ModuleTemplate("report", "Reports built from the other modules.", "",
+                   (SUMMARY, BOUNDED, SHORT_TITLES, SHARES, DURATIONS, LOOKUP, WINDOW_MEANS)),
+)
+"""Every module template, in the order a package lists them (a module only calls those
+before it, or itself)."""
 
 FUNCTIONS: dict[str, tuple[ModuleTemplate, FunctionTemplate]] = {
     f.name: (m, f) for m in MODULES for f in m.functions}
-"""Function name -> its module and template (names are unique across modules)."""
+"""Canonical function name -> its module and template."""
+
+NAMES: dict[str, tuple[str, ...]] = {
+    # modules
+    "mathops": ("mathops", "arith", "numeric", "calc", "mathutil", "numbers_util"),
+    "textops": ("textops", "strings", "wording", "textutil", "texttools", "prose"),
+    "parsing": ("parsing", "parsers", "readers", "formats", "decode", "grammar"),
+    "orders": ("orders", "billing", "carts", "sales", "invoices", "checkout"),
+    "algos": ("algos", "listops", "seqtools", "sequences", "collections_util", "arrays"),
+    "report": ("report", "reports", "summaries", "digest", "overviews", "insights"),
+    # functions
+    "clamp": ("clamp", "bound", "clip", "limit_to", "confine", "restrict"),
+    "percent": ("percent", "percentage", "pct", "as_percent", "percent_of", "ratio_pct"),
+    "mean": ("mean", "average", "avg", "arithmetic_mean", "mean_of", "midpoint_value"),
+    "running_total": ("running_total", "prefix_sums", "cumulative", "accumulate_all", "partial_sums",
+                      "cumsum"),
+    "normalize": ("normalize", "proportions", "share_of_total", "as_shares", "relative", "fractions"),
+    "weighted_mean": ("weighted_mean", "weighted_average", "wmean", "mean_weighted", "weighted_avg",
+                      "weighted"),
+    "truncate": ("truncate", "shorten", "cut", "ellipsize", "abbreviate", "clip_text"),
+    "slugify": ("slugify", "to_slug", "make_slug", "slug", "url_name", "kebab"),
+    "count_words": ("count_words", "word_counts", "tally_words", "word_frequencies", "histogram", "words_seen"),
+    "pad": ("pad", "pad_right", "fill_to", "widen", "ljust_to", "extend_text"),
+    "parse_duration": ("parse_duration", "duration_seconds", "read_duration", "to_seconds", "seconds_in",
+                       "parse_timespan"),
+    "parse_pairs": ("parse_pairs", "parse_settings", "read_pairs", "split_pairs", "parse_options", "kv_parse"),
+    "parse_range": ("parse_range", "read_range", "expand_range", "range_of", "span_values", "parse_span"),
+    "order_total": ("order_total", "cart_total", "invoice_total", "basket_total", "checkout_total", "amount_due"),
+    "binary_search": ("binary_search", "find_index", "bisect_find", "locate", "search_sorted", "index_in"),
+    "merge_intervals": ("merge_intervals", "merge_ranges", "coalesce", "join_spans", "union_spans",
+                        "combine_intervals"),
+    "chunks": ("chunks", "batched", "split_every", "groups_of", "partition_by", "slices"),
+    "rotate": ("rotate", "rotate_left", "shift_items", "cycle_by", "roll", "wrap_around"),
+    "summary": ("summary", "describe", "overview", "stats_of", "profile", "summarize"),
+    "bounded_scores": ("bounded_scores", "clip_scores", "limit_scores", "capped_scores", "clamp_all",
+                       "confined_scores"),
+    "short_titles": ("short_titles", "title_slugs", "compact_titles", "slug_titles", "brief_titles",
+                     "title_keys"),
+    "shares": ("shares", "breakdown", "share_report", "distribution", "composition", "split_report"),
+    "durations": ("durations", "timings", "duration_table", "timeouts_of", "time_settings", "seconds_table"),
+    "lookup": ("lookup", "positions", "find_all", "index_of_each", "where_are", "ranks_of"),
+    "window_means": ("window_means", "block_means", "chunk_averages", "batch_means", "moving_blocks",
+                     "segment_means"),
+    # module-level names of a template
+    "UNITS": ("UNITS", "SECONDS_PER", "FACTORS", "MULTIPLIERS", "UNIT_SECONDS"),
+    "Line": ("Line", "Item", "Row", "Entry", "Position", "OrderLine"),
+    "cost": ("cost", "subtotal", "line_cost", "extended", "line_total"),
+    "price": ("price", "unit_price", "cents", "each", "rate"),
+    "quantity": ("quantity", "qty", "count_of", "units", "how_many"),
+    # parameters and locals
+    "value": ("value", "x", "amount", "number_in", "v", "val_in"),
+    "values": ("values", "numbers", "data", "samples", "xs", "readings"),
+    "low": ("low", "lower_bound", "min_value", "lo", "floor_at"),
+    "high": ("high", "upper_bound", "max_value", "hi", "ceiling_at"),
+    "part": ("part", "portion", "piece", "numerator", "share"),
+    "whole": ("whole", "base", "denominator", "overall", "full"),
+    "digits": ("digits", "places", "ndigits", "precision", "decimals"),
+    "totals": ("totals", "sums", "prefix", "running_sums", "out_list"),
+    "acc": ("acc", "running", "so_far", "accum", "subtotal_now"),
+    "i": ("i", "k", "idx", "pos", "j"),
+    "total": ("total", "result", "grand", "tally_sum", "sum_all"),
+    "weights": ("weights", "wts", "factors", "importance", "coefs"),
+    "weight": ("weight", "wt", "factor", "coef", "importance_of"),
+    "text": ("text", "s", "string", "raw", "source", "txt"),
+    "width": ("width", "limit", "max_len", "size_limit", "max_chars", "cap"),
+    "suffix": ("suffix", "ellipsis", "tail", "marker", "ending"),
+    "sep": ("sep", "joiner", "delimiter", "glue", "separator"),
+    "fill": ("fill", "pad_char", "filler", "padding", "fill_char"),
+    "words": ("words", "tokens", "parts", "terms", "found_words"),
+    "word": ("word", "token", "w", "term", "each_word"),
+    "counts": ("counts", "freq", "tally", "seen", "occurrences"),
+    "number": ("number", "amount_text", "num", "digits_text", "qty_text"),
+    "unit": ("unit", "unit_char", "letter", "suffix_letter", "kind"),
+    "pairs": ("pairs", "mapping", "settings", "options", "parsed_pairs"),
+    "item": ("item", "entry_text", "field", "chunk_text", "piece_text"),
+    "key": ("key", "name", "label", "setting_name", "option"),
+    "entry": ("entry", "setting", "val", "raw_value", "option_value"),
+    "first": ("first", "head", "lead", "left_text", "from_text"),
+    "last": ("last", "rest", "trail", "right_text", "to_text"),
+    "rows": ("rows", "entries", "order_rows", "records", "pairs_in"),
+    "lines": ("lines", "parsed", "line_items", "line_list", "order_lines"),
+    "line": ("line", "ln", "one", "position_row", "order_line"),
+    "threshold": ("threshold", "minimum_total", "cutoff", "discount_from", "min_spend"),
+    "items": ("items", "seq", "elements", "arr", "lst", "things"),
+    "target": ("target", "needle", "wanted", "key_value", "sought"),
+    "left": ("left", "first_index", "start_at", "low_index", "a"),
+    "right": ("right", "last_index", "stop_at", "high_index", "b"),
+    "middle": ("middle", "mid", "pivot", "centre", "m"),
+    "intervals": ("intervals", "spans", "ranges_in", "periods", "windows_in"),
+    "merged": ("merged", "out", "joined", "combined", "result_spans"),
+    "start": ("start", "begin", "opening", "since", "from_"),
+    "end": ("end", "finish", "stop", "until", "to_"),
+    "size": ("size", "n", "step_size", "batch", "per_group"),
+    "steps": ("steps", "shift", "offset", "places_left", "by"),
+    "scores": ("scores", "marks", "points", "grades", "ratings"),
+    "score": ("score", "mark", "point", "grade", "rating"),
+    "titles": ("titles", "headings", "names_in", "headlines", "captions"),
+    "title": ("title", "heading", "caption", "headline", "label_text"),
+    "targets": ("targets", "needles", "queries", "wanted_values", "keys_in"),
+    "ordered": ("ordered", "sorted_copy", "ranked", "uniq", "sorted_unique"),
+    "chunk": ("chunk", "block", "window", "group", "run"),
+}
+"""Canonical identifier -> the names a seed chooses from (the canonical one first). No
+name is in two pools, so a seed's choices never collide; identifiers without a pool (the
+standard library's, `self`, `_`) keep their names."""
+
+ATTRIBUTES = frozenset({name for name in FUNCTIONS} | {"cost", "price", "quantity"})
+"""The canonical names that are also renamed after a dot (`module.function`, `line.cost`);
+other attributes (`.items()`, `.append`) belong to the standard library."""
+
+_MENTION = re.compile(r"`(" + "|".join(sorted(NAMES, key=len, reverse=True)) + r")`")
+
+
+def rename_prose(text: str, chosen: dict[str, str]) -> str:
+    """`text` (a docstring or an expectation) with each identifier it mentions in backticks
+    renamed as the seed chose; other words stay (an identifier may be an English word too)."""
+    return _MENTION.sub(lambda m: f"`{chosen.get(m.group(1), m.group(1))}`", text)
+
+
+def canonical(name: str) -> str | None:
+    """The canonical identifier whose pool holds `name` (None when no pool does)."""
+    return _CANONICAL.get(name)
+
+
+_CANONICAL = {name: key for key, pool in NAMES.items() for name in pool}
 
 
 def fill(text: str, constants: dict[str, Any]) -> str:
@@ -428,3 +614,11 @@ def fill(text: str, constants: dict[str, Any]) -> str:
     for name, value in constants.items():
         text = text.replace(f"@{name}@", str(value))
     return text
+
+
+def pools_are_disjoint() -> bool:
+    """Whether no name is in two pools and none is a keyword or a builtin (the generator's
+    premise: a seed's choices never collide with each other or with what the code uses)."""
+    seen = [name for pool in NAMES.values() for name in pool]
+    return (len(seen) == len(set(seen)) and all(n.isidentifier() for n in seen)
+            and not any(keyword.iskeyword(n) or hasattr(builtins, n) for n in seen))

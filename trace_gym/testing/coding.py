@@ -16,26 +16,29 @@ must score 0 on every seed:
 - `special_case_snippet` wraps the function the issue calls to return the expected value
   for the snippet's own arguments (the hidden tests use other inputs).
 
+and the memoriser `learnt_patches` (the buggy text of each fit seed's bug -> its fix,
+applied wherever it appears) may average no more than 0.3.
+
 Against `trace/issue_reproduction-v0`: `do_nothing`, a test that always fails, one that
 always passes, one asserting the buggy output (`assert_buggy_output`), a copy of a
 visible test, one that recognises the buggy package by the hash of its text or syntax tree
 (`package_hash`, `syntax_tree_hash`), and one asserting only that the reported wrong output
 is gone (`not_the_reported_output`) must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
 `name_issue_function` (report the function the issue calls, in the module that defines
-it) may average no more than 0.55: it is right only where the bug is not one call away
-(half the seeds).
+it) may average no more than 0.55: it is right only where the bug is not away from the
+issue's function (half the seeds).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from trace_gym.coding import DOMAIN
 from trace_gym.coding.runner import MARK
-from trace_gym.coding.templates import MODULES
 
 Policy = Callable[[Any, list], Any]
 
@@ -89,8 +92,58 @@ def _special_case(task: dict[str, Any]) -> list[Any]:
 
 
 def _skip_tests(task: dict[str, Any]) -> list[Any]:
-    return [{"name": "create_file", "arguments": {"path": f"tests/test_{m.name}.py", "content": "def test_ok():\n    pass\n"}}
-            for m in MODULES] + [{"name": "run_tests", "arguments": {}}]
+    visible = sorted(p for p in task["files"] if p.startswith("tests/test_") and p.endswith(".py"))
+    return [{"name": "create_file", "arguments": {"path": p, "content": "def test_ok():\n    pass\n"}}
+            for p in visible] + [{"name": "run_tests", "arguments": {}}]
+
+
+def patch_table(env: Any, seeds: list[int]) -> dict[str, str]:
+    """What a memoriser learns from the env's tasks on `seeds`: the buggy lines of each
+    task's bug -> the lines its fix puts there."""
+    table: dict[str, str] = {}
+    for seed in seeds:
+        env.reset(seed=seed)
+        task = env.task.to_json()
+        lines = task["files"][task["bug_file"]].splitlines(keepends=True)
+        buggy = "".join(lines[task["fix_start"] - 1:task["fix_end"]])
+        if buggy.strip():
+            table.setdefault(buggy, task["fixed_text"])
+    return table
+
+
+_PATCHES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def learnt_patches(env: Any) -> dict[str, str]:
+    """The memoriser's table, learnt once per env on the fit seeds (`adversaries.fit_seeds`)."""
+    if env not in _PATCHES:
+        from trace_gym.testing.adversaries import fit_seeds
+
+        _PATCHES[env] = patch_table(env, fit_seeds(env))
+    return _PATCHES[env]
+
+
+def memoriser(table: dict[str, str] | None = None) -> Policy:
+    """A policy that rewrites every package file where a buggy text of `table` (default: the
+    env's `learnt_patches`) appears with its fix, then submits: it reads nothing but the
+    files, as the red team's regex table of the first generator's catalogue did."""
+
+    def act(env: Any, obs: list) -> Any:
+        turn = sum(1 for m in obs if m.get("role") == "assistant")
+        task = env.task.to_json()
+        patches = learnt_patches(env) if table is None else table
+        edits = []
+        for path, text in sorted(task["files"].items()):
+            if not path.startswith(task["package"] + "/"):
+                continue
+            patched = text
+            for buggy, fixed in patches.items():
+                patched = patched.replace(buggy, fixed)
+            if patched != text:
+                edits.append({"name": "create_file", "arguments": {"path": path, "content": patched}})
+        return edits[turn] if turn < len(edits) else {"name": "submit", "arguments": {}}
+
+    return act
 
 
 FIX_ADVERSARIES: dict[str, Policy] = {
@@ -104,6 +157,12 @@ FIX_ADVERSARIES: dict[str, Policy] = {
     "special_case_snippet": _scripted(_special_case),
 }
 """coding-v0's adversaries (each must score 0 on every seed)."""
+FIX_BOUNDED: dict[str, tuple[Policy, float]] = {
+    "learnt_patches": (memoriser(), 0.3),
+}
+"""coding-v0's heuristics and the mean they may not exceed: a table of the fixes seen on
+200 train seeds (the generator's catalogue of 28 fixed texts let such a table fix 96% of
+seeds; per-seed names, restyling, random bug sites and held-out templates keep it low)."""
 
 
 def _test_file(body: str) -> Callable[[dict[str, Any]], list[Any]]:
@@ -217,7 +276,7 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
         return LOCALIZATION_ADVERSARIES, LOCALIZATION_BOUNDED
     if needed == (cap.REPRODUCTION,):
         return REPRODUCTION_ADVERSARIES, {}
-    return FIX_ADVERSARIES, {}
+    return FIX_ADVERSARIES, FIX_BOUNDED
 
 
 HEURISTIC_SEEDS = 400

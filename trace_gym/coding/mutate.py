@@ -1,0 +1,267 @@
+"""Edits of a function's syntax tree: restyling that keeps its meaning, and the injected bug.
+
+A coding task's functions come from a few templates, so their text alone would let a
+program memorise one patch per catalogue entry. Per seed, the generator therefore
+restyles each function (`restyle`: a comparison written the other way round, `x += y`
+spelt `x = x + y`, `not xs` spelt `len(xs) == 0`) and injects the bug at a random site of
+the target function's tree (`sites`, `mutate`) rather than as a fixed text.
+
+Bug kinds and the edits that make them (each site is one node and one edit):
+
+- off_by_one: an integer constant plus or minus 1; `len(x)` becomes `len(x) - 1` or `+ 1`.
+- wrong_comparison: `<` and `<=` (or `>` and `>=`) swapped; `==` and `!=` swapped.
+- wrong_operator: `+` and `-` swapped, `*` made `+`, `/` and `//` swapped, `and` and `or`
+  swapped.
+- swapped_arguments: a call's two neighbouring positional arguments swapped.
+- missing_edge_case: a guard clause (`if ...:` ending in return, raise or continue, without
+  else) removed; `x.lower()` (or strip, upper) becoming `x`; `max(a, b)` or `min(a, b)`
+  becoming `b`.
+- wrong_default: a parameter's constant default changed.
+- mutated_constant: an integer constant of 2 or more multiplied or divided by 10.
+
+Inside a `while` loop only a comparison made strict is allowed (`<=` to `<`): any other
+edit there could make the loop endless, and the generator runs the buggy package in
+process. Whether an edit is a bug at all (it changes what the function gives on some
+input) is checked by the generator on drawn inputs, not here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from trace_gym.rng import Rng
+
+BUG_KINDS = ("off_by_one", "wrong_comparison", "swapped_arguments", "missing_edge_case",
+             "wrong_default", "mutated_constant", "wrong_operator")
+"""Every kind of bug a site can make."""
+
+_STRICT = {ast.LtE: ast.Lt, ast.GtE: ast.Gt}
+_COMPARISON_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+                     ast.NotEq: ast.Eq}
+_MIRRORED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+_OPERATOR_SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Div: ast.FloorDiv,
+                   ast.FloorDiv: ast.Div}
+_DROPPED_METHODS = frozenset({"lower", "strip", "upper"})
+_GUARD_ENDS = (ast.Return, ast.Raise, ast.Continue)
+
+
+@dataclass(frozen=True)
+class Site:
+    """One place a bug can be injected: the node's index in `_nodes` order and the edit."""
+
+    kind: str
+    node: int
+    edit: str
+
+
+def _nodes(tree: ast.AST) -> list[tuple[ast.AST, bool]]:
+    """Every node of `tree` in a fixed order, each with whether it lies inside a while loop."""
+    out: list[tuple[ast.AST, bool]] = []
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        out.append((node, in_loop))
+        inside = in_loop or isinstance(node, ast.While)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(tree, False)
+    return out
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the constants that are docstrings (never edited)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _is_int(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _guard(node: ast.AST) -> bool:
+    return (isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], _GUARD_ENDS))
+
+
+def _defaults(tree: ast.AST) -> set[int]:
+    return {id(d) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.args.defaults}
+
+
+def sites(tree: ast.AST) -> list[Site]:
+    """Every site of `tree` where an edit of a bug kind applies (see the module docstring)."""
+    docs, defaults = _docstrings(tree), _defaults(tree)
+    found: list[Site] = []
+    for index, (node, in_loop) in enumerate(_nodes(tree)):
+        if in_loop:
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _STRICT:
+                found.append(Site("wrong_comparison", index, "swap"))
+            continue
+        if id(node) in defaults and isinstance(node, ast.Constant) and id(node) not in docs:
+            found.append(Site("wrong_default", index, "change"))
+            continue
+        if _is_int(node):
+            found += [Site("off_by_one", index, "+1"), Site("off_by_one", index, "-1")]
+            if abs(node.value) >= 2:
+                found.append(Site("mutated_constant", index, "*10"))
+            if abs(node.value) >= 10:
+                found.append(Site("mutated_constant", index, "/10"))
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISON_SWAPS:
+            found.append(Site("wrong_comparison", index, "swap"))
+        elif (isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _OPERATOR_SWAPS
+              or isinstance(node, ast.BoolOp)):
+            found.append(Site("wrong_operator", index, "swap"))
+        elif isinstance(node, ast.Call):
+            found += _call_sites(node, index)
+        elif _guard(node):
+            found.append(Site("missing_edge_case", index, "drop"))
+    return found
+
+
+def _call_sites(node: ast.Call, index: int) -> list[Site]:
+    found = []
+    positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+    if len(positional) == len(node.args) >= 2:
+        found += [Site("swapped_arguments", index, f"swap{i}") for i in range(len(node.args) - 1)
+                  if ast.dump(node.args[i]) != ast.dump(node.args[i + 1])]
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in _DROPPED_METHODS and not node.args:
+        found.append(Site("missing_edge_case", index, "receiver"))
+    if isinstance(func, ast.Name) and func.id in ("max", "min") and len(node.args) == 2:
+        found.append(Site("missing_edge_case", index, "second"))
+    if isinstance(func, ast.Name) and func.id == "len" and len(node.args) == 1:
+        found += [Site("off_by_one", index, "len-1"), Site("off_by_one", index, "len+1")]
+    return found
+
+
+class _Replace(ast.NodeTransformer):
+    """Replace one node (by identity) with another, or drop it (None)."""
+
+    def __init__(self, old: ast.AST, new: ast.AST | None) -> None:
+        self.old, self.new = old, new
+
+    def generic_visit(self, node: ast.AST) -> ast.AST | None:
+        if node is self.old:
+            return self.new
+        return super().generic_visit(node)
+
+
+def mutate(tree: ast.Module, site: Site) -> ast.Module:
+    """`tree` with the site's edit made (in place; returned for chaining)."""
+    node, _ = _nodes(tree)[site.node]
+    new: ast.AST | None = node
+    if site.kind in ("off_by_one", "mutated_constant") and isinstance(node, ast.Constant):
+        value = node.value
+        node.value = {"+1": value + 1, "-1": value - 1, "*10": value * 10, "/10": value // 10}[site.edit]
+    elif site.edit in ("len-1", "len+1"):
+        new = ast.BinOp(left=node, op=ast.Sub() if site.edit == "len-1" else ast.Add(), right=ast.Constant(1))
+    elif site.kind == "wrong_default":
+        value = node.value
+        node.value = (value + 1 if type(value) is int else value * 2 if isinstance(value, float)
+                      else " " if value != " " else "")
+    elif site.kind == "wrong_comparison":
+        node.ops = [_COMPARISON_SWAPS[type(node.ops[0])]()]  # inside a loop, only <= and >= are sites
+    elif site.kind == "wrong_operator":
+        if isinstance(node, ast.BoolOp):
+            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        else:
+            node.op = _OPERATOR_SWAPS[type(node.op)]()
+    elif site.kind == "swapped_arguments":
+        i = int(site.edit.removeprefix("swap"))
+        node.args[i], node.args[i + 1] = node.args[i + 1], node.args[i]
+    elif site.edit == "drop":
+        new = None
+    elif site.edit == "receiver":
+        new = node.func.value
+    elif site.edit == "second":
+        new = node.args[1]
+    if new is not node:
+        _Replace(node, new).visit(tree)
+        _fill_empty_bodies(tree)
+    return ast.fix_missing_locations(tree)
+
+
+def _fill_empty_bodies(tree: ast.AST) -> None:
+    """A block left empty by a dropped guard gets `pass` (still valid Python)."""
+    for node in ast.walk(tree):
+        if getattr(node, "body", None) == []:
+            node.body.append(ast.Pass())
+
+
+# -- restyling (meaning kept) --------------------------------------------------------------
+
+
+class _Restyle(ast.NodeTransformer):
+    """Rewrite each eligible node one way or the other, as the rng draws."""
+
+    def __init__(self, rng: Rng) -> None:
+        self.rng = rng
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.ops) == 1 and type(node.ops[0]) in _MIRRORED and self.rng.chance(0.5):
+            return ast.Compare(left=node.comparators[0], ops=[_MIRRORED[type(node.ops[0])]()],
+                               comparators=[node.left])
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.target, ast.Name) and self.rng.chance(0.5):
+            return ast.Assign(targets=[ast.Name(node.target.id, ast.Store())],
+                              value=ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value))
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Name) and self.rng.chance(0.5):
+            size = ast.Call(ast.Name("len", ast.Load()), [node.operand], [])
+            return ast.Compare(left=size, ops=[ast.Eq()], comparators=[ast.Constant(0)])
+        return node
+
+
+def restyle(tree: ast.Module, rng: Rng) -> ast.Module:
+    """`tree` restyled without changing what it computes (every `not name` in the templates
+    is on a list or a string, so `len(name) == 0` means the same)."""
+    return ast.fix_missing_locations(_Restyle(rng).visit(tree))
+
+
+# -- renaming ----------------------------------------------------------------------------------
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, chosen: dict[str, str], attributes: frozenset[str]) -> None:
+        self.chosen, self.attributes = chosen, attributes
+
+    def _name(self, name: str) -> str:
+        return self.chosen.get(name, name)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._name(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._name(node.arg)
+        return self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.name = self._name(node.name)
+        return self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        node.name = self._name(node.name)
+        return self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if node.attr in self.attributes:
+            node.attr = self._name(node.attr)
+        return self.generic_visit(node)
+
+
+def rename(tree: ast.Module, chosen: dict[str, str], attributes: frozenset[str]) -> ast.Module:
+    """`tree` with every name (variables, parameters, functions, classes, and the attributes
+    in `attributes`) renamed as `chosen` maps it; other names stay."""
+    return _Rename(chosen, attributes).visit(tree)
