@@ -8,8 +8,10 @@
   conversations in flight that chose the same adapter generate together.
 
 Both run locally. A vLLM server serves one adapter per request, so the task router is the
-composition a server can serve (`choose_on_server` plus the chosen adapter's name as the
-request's model); the token-level mixture needs the local forward.
+composition a server can serve: `ServedRouterPolicy` ("served_router") asks the server for
+the routing decision (`choose_on_server`, on the base model) and plays the conversation on
+the chosen adapter, which the server loads at runtime (`EndpointPolicy`'s `adapter`). The
+token-level mixture needs the model's weights in this process.
 """
 
 from __future__ import annotations
@@ -160,6 +162,57 @@ class RouterPolicy:
                 "seed": self.base.seed, "dtype": self.base.placement.dtype}
 
 
+class ServedRouterPolicy:
+    """The task router on a vLLM server: the base model, as the server serves it, picks one
+    option per conversation from its first user message, and each turn is an endpoint
+    request to the chosen adapter (or the base). A turn-by-turn policy (the driver runs one
+    instance per episode, in threads)."""
+
+    def __init__(self, adapters: dict[str, str | os.PathLike], base_url: str | None = None, model: str | None = None,
+                 **endpoint: Any) -> None:
+        from trace_gym.agents.endpoint import EndpointPolicy
+        from trace_gym.moe.router import first_user_turn, options
+
+        self.first_user_turn = first_user_turn
+        self.adapters = {k: Path(v) for k, v in adapters.items()}
+        self.options = options(list(self.adapters))
+        self.per_option = {"base": EndpointPolicy(base_url, model, **endpoint)}
+        for name, path in self.adapters.items():
+            self.per_option[name] = EndpointPolicy(base_url, model, adapter=path, **endpoint)
+        base = self.per_option["base"]
+        self.client, self.base_model = base.client, base.base_model
+        self.decisions: dict[str, str] = {}
+        self.name = f"served_router:{self.base_model}+{'+'.join(self.adapters)}"
+
+    def route(self, messages: list[dict[str, Any]]) -> str:
+        """The option of a conversation, chosen from its first user message (once per opening)."""
+        from trace_gym.moe.router import choose_on_server
+
+        opening = self.first_user_turn(messages)
+        key = canonical_json(opening)
+        if key not in self.decisions:
+            self.decisions[key] = self.options[choose_on_server(self.client, self.base_model, self.options,
+                                                                opening)].name
+        return self.decisions[key]
+
+    def bind(self, env: Any, seed: int = 0, sample: int = 0) -> None:
+        """Bind every option's endpoint policy to the episode (its request seeds)."""
+        for policy in self.per_option.values():
+            policy.bind(env, seed, sample)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        """The next turn, from the conversation's option on the server."""
+        return self.per_option[self.route(messages)].act(messages, tools)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What makes this policy's episodes what they are: the served base model's name, the
+        adapters' hashes and the sampling settings."""
+        base = self.per_option["base"]
+        return {"name": "served_router", "model": self.base_model,
+                "adapters_sha256": {k: dir_sha256(v) for k, v in sorted(self.adapters.items())},
+                "temperature": base.temperature, "top_p": base.top_p, "max_tokens": base.max_tokens}
+
+
 def _compose_dir(compose_dir: str | os.PathLike | None, policy: str) -> Path:
     from trace_gym.errors import InvalidConfig
 
@@ -180,11 +233,23 @@ def composed_mixture(model_path: str | os.PathLike, compose_dir: str | os.PathLi
 def composed_router(model_path: str | os.PathLike, compose_dir: str | os.PathLike | None = None,
                     **kwargs: Any) -> RouterPolicy:
     """The "router" policy: the task router a `trace-gym compose` run wrote in `compose_dir`."""
+    return RouterPolicy(model_path, _router_adapters(compose_dir), **kwargs)
+
+
+def served_router(compose_dir: str | os.PathLike | None = None, **kwargs: Any) -> ServedRouterPolicy:
+    """The "served_router" policy: the task router a `trace-gym compose` run wrote in
+    `compose_dir`, played on a vLLM server (`base_url`, `model`: the base as it is served)."""
+    return ServedRouterPolicy(_router_adapters(compose_dir, "served_router"), **kwargs)
+
+
+def _router_adapters(compose_dir: str | os.PathLike | None, policy: str = "router") -> dict[str, str]:
     from trace_gym.errors import InvalidConfig
 
-    path = _compose_dir(compose_dir, "router") / "router.json"
+    path = _compose_dir(compose_dir, policy) / "router.json"
     try:
         adapters = json.loads(path.read_text())["adapters"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise InvalidConfig(f"{path}: not a router written by `trace-gym compose` ({error})") from None
-    return RouterPolicy(model_path, adapters, **kwargs)
+    if not (isinstance(adapters, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in adapters.items())):
+        raise InvalidConfig(f"{path}: adapters must map each capability to an adapter directory")
+    return adapters

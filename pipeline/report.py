@@ -157,8 +157,11 @@ def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
     out.append(Block("h2", "Composition"))
     if composed:
         accuracy = composed["routing"]["accuracy"]
-        out.append(Block("p", f"Gate data: {composed['gate_data']} trajectories. Held-out routing accuracy: " +
-                         ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()) + "."))
+        if composed["routing"].get("note"):
+            out.append(Block("p", composed["routing"]["note"] + "."))
+        else:
+            out.append(Block("p", f"Gate data: {composed['gate_data']} trajectories. Held-out routing accuracy: " +
+                             ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()) + "."))
         heat = Path(composed["directory"]) / "routing.png"
         if heat.is_file():
             out.append(Block("image", "expert chosen per token and layer, one held-out trajectory", path=heat))

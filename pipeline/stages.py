@@ -312,12 +312,15 @@ def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: 
 def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
             directory: Path) -> dict[str, Any]:
     """Stage 8: compose the adapters (gate data from the adapters' own successes, or from
-    the oracle on plumbing budgets); the composition's directory, hash and routing report."""
+    the oracle on plumbing budgets); the composition's directory, hash and routing report.
+    A served base agent gets the task router only (`compose_served`)."""
     from trace_gym.moe.composition import compose as run
     from trace_gym.moe.config import ComposeConfig, GateConfig
 
     section = config["compose"]
     envs = list(adapters)
+    if endpoint(config) is not None:
+        return compose_served(adapters, directory)
     trajectories = None
     if section["gate_data"] == "oracle":  # plumbing budgets: the fixture agent succeeds at nothing
         from trace_gym.agents import make_policy
@@ -334,6 +337,28 @@ def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, d
             "gate_data": section["gate_data"], "routing": json.loads((directory / "routing.json").read_text())}
 
 
+SERVED_MIXTURE = ("no mixture: the base agent is served ([base_agent] base_url), and the token-level mixture needs "
+                  "the model's weights in this process (a GPU at model scale); the task router is the composition "
+                  "the server plays")
+"""Why a served run composes the task router only."""
+
+
+def compose_served(adapters: dict[str, dict[str, Any]], directory: Path) -> dict[str, Any]:
+    """Stage 8 for a served base agent: the task router only (`router.json`: each
+    capability's adapter and env), played on the server by the "served_router" policy."""
+    from trace_gym.moe.composition import capability_of
+
+    names = {capability_of(env_id): env_id for env_id in adapters}
+    directory.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(directory / "router.json", {
+        "adapters": {name: str(Path(adapters[env_id]["adapter"]).resolve()) for name, env_id in names.items()},
+        "envs": names})
+    routing = {"accuracy": {}, "note": SERVED_MIXTURE}
+    write_json_atomic(directory / "routing.json", routing)
+    return {"directory": str(directory), "sha256": dir_sha256(directory / "router.json"), "gate_data": "none",
+            "routing": routing}
+
+
 # -- 9. evaluation ----------------------------------------------------------------------------
 
 def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, dict[str, Any]],
@@ -341,20 +366,31 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
                prompted: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the final table compares: label -> policy factory (greedy); `prompted` (GEPA's
     instructions per target) adds the "GEPA" row, the base agent with them (`instructed`)."""
+    from trace_gym.agents import make_policy
+
     section = config["eval"]
     sampling = {"temperature": 0.0, "max_new_tokens": section["max_new_tokens"]}
+    served = endpoint(config)
+    if served is None:
+        def with_adapter(adapter: str) -> Any:
+            return local_factory(agent["path"], adapter=adapter, **sampling)
+    else:  # the server loads each adapter at runtime and plays it (`EndpointPolicy`'s adapter)
+        def with_adapter(adapter: str) -> Any:
+            return functools.partial(make_policy, "endpoint", base_url=served["base_url"], model=served["model"],
+                                     adapter=adapter, temperature=0.0, max_tokens=section["max_new_tokens"])
     out = {"base": base_factory(config, agent, **sampling)}
     for env_id, a in adapters.items():
-        out[f"adapter {env_id.split('/')[1].removesuffix('-v0')}"] = local_factory(agent["path"], adapter=a["adapter"],
-                                                                                   **sampling)
-    if composed is not None:
-        from trace_gym.agents import make_policy
-
+        out[f"adapter {env_id.split('/')[1].removesuffix('-v0')}"] = with_adapter(a["adapter"])
+    if composed is not None and served is not None:
+        out["router"] = functools.partial(make_policy, "served_router", base_url=served["base_url"],
+                                          model=served["model"], compose_dir=composed["directory"], temperature=0.0,
+                                          max_tokens=section["max_new_tokens"])
+    elif composed is not None:
         for name in ("router", "mixture"):
             out[name] = functools.partial(make_policy, name, model_path=agent["path"],
                                           compose_dir=composed["directory"], **sampling)
     for target, d in direct.items():
-        out[f"direct GRPO on {target.split('/')[1]}"] = local_factory(agent["path"], adapter=d["adapter"], **sampling)
+        out[f"direct GRPO on {target.split('/')[1]}"] = with_adapter(d["adapter"])
     if prompted:
         out["GEPA"] = base_factory(config, agent, **sampling)
     return out

@@ -228,6 +228,42 @@ def test_the_base_agents_own_episodes_play_on_the_endpoint_and_the_adapters_on_i
     record = json.loads(Path(runs["files"][DOMAIN.target_env_id]["path"]).read_text().splitlines()[0])
     assert record["run"]["policy"]["name"] == "endpoint" and record["run"]["policy"]["model"] == "coder"
     assert record["run"]["env_kwargs"]["prompt_style"] == "full"
-    # the adapters play on the given model's weights, on a local engine
+    # the adapters play on the server too, which loads each at runtime
     adapter = policies[f"adapter {cap.LOCALIZATION}"]
-    assert adapter.args == ("local",) and adapter.keywords["model_path"] == str(FIXTURE)
+    assert adapter.args == ("endpoint",) and adapter.keywords["adapter"] == "unused"
+    assert adapter.keywords["model"] == "coder" and adapter.keywords["base_url"] == server.url
+
+
+@needs_sandbox
+def test_a_served_run_composes_the_router_only_and_plays_adapters_and_router_on_the_server(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from tests.trainer.fake_vllm import FakeVLLM
+    from trace_gym.agents.endpoint import adapter_name
+    from trace_gym.pipeline import stages
+
+    torch.manual_seed(0)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(FIXTURE), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)).save_pretrained(
+        tmp_path / "adapter")
+    env_id = "trace/code_localization-v0"
+    adapters = {env_id: {"adapter": str(tmp_path / "adapter")}}
+    with FakeVLLM(FIXTURE, served_name="coder") as server:
+        config = load("coding", "smoke", {**MICRO, "base_agent": {
+            "fixture": False, "model": str(FIXTURE), "base_url": server.url, "served_model": "coder"}})
+        agent = stages.base_agent(config, tmp_path / "agent")
+        composed = stages.compose(config, agent, adapters, tmp_path / "compose")
+        policies = stages.contenders(config, agent, adapters, composed, {})
+        table = stages.evaluate(config, policies, tmp_path / "eval")["table"]
+    assert composed["routing"]["note"] == stages.SERVED_MIXTURE and not (tmp_path / "compose" / "mixture").exists()
+    router = json.loads((tmp_path / "compose" / "router.json").read_text())
+    assert router["adapters"] == {cap.LOCALIZATION: str((tmp_path / "adapter").resolve())}
+    assert list(policies) == ["base", f"adapter {cap.LOCALIZATION}", "router"]  # no mixture: it needs the weights here
+    name = adapter_name(tmp_path / "adapter")
+    assert server.events == [("load", name)]
+    assert {c["model"] for c in server.chats} == {"coder", name}  # the base's and the router's rows, the adapter's
+    assert sum(bool(c.get("structured_outputs")) for c in server.chats) == 2  # the router: one decision per seed
+    assert all(table[label][DOMAIN.target_env_id]["episodes"] == 2 for label in policies)

@@ -33,20 +33,17 @@ servers.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from trace_gym.agents.chat import render_prompt, unhinted
+from trace_gym.agents.endpoint import post_json
 from trace_gym.driver import Episode, Live, Played, Reply, Turn, play_in_order
-from trace_gym.errors import InternalError, InvalidConfig, TraceGymError
+from trace_gym.errors import InvalidConfig, TraceGymError
 
 PROBE_TEMPERATURE = 0.5
 """The temperature of the start-up probe of the servers' log-probability mode (any T != 1)."""
@@ -148,24 +145,7 @@ class VLLMBackend:
     # -- generation ---------------------------------------------------------------------------
 
     def _post(self, url: str, path: str, body: dict[str, Any], missing_ok: bool = False) -> Any:
-        data = json.dumps(body).encode()
-        for attempt in range(self.retries + 1):
-            request = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    text = response.read()
-                return json.loads(text) if text.strip().startswith((b"{", b"[")) else text.decode()
-            except urllib.error.HTTPError as e:
-                if missing_ok and e.code in (400, 404):
-                    return None
-                if (e.code < 500 and e.code != 429) or attempt == self.retries:
-                    detail = e.read().decode(errors="replace")[:300]
-                    raise TraceGymError(f"vLLM server {url}{path} answered {e.code}: {detail}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-                if attempt == self.retries:
-                    raise TraceGymError(f"vLLM server {url}{path} is unreachable: {e}") from None
-            time.sleep(min(8.0, 0.5 * 2 ** attempt))
-        raise InternalError("vLLM request: the retry loop ended without an answer or an error")
+        return post_json(url + path, body, timeout=self.timeout, retries=self.retries, missing_ok=missing_ok)
 
     def complete(self, url: str, prompt: list[int], seed: int) -> tuple[list[int], list[float]]:
         """One turn from the server at `url`: the sampled token ids and their

@@ -1,5 +1,12 @@
 """A policy served by an OpenAI-compatible endpoint (vLLM, or any /v1/chat/completions).
 
+With `adapter` (a LoRA adapter directory the server can read), the policy plays that adapter
+on the base model the server serves: it asks the server to load it (vLLM's runtime LoRA
+loading, `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora`) under a name
+made from the directory's content hash, and sends its requests to that name, as the local
+policy's `adapter` does on a local model. A name already loaded holds the same content (the
+hash is in it), so a second policy, or a second process, loads nothing again.
+
 Configuration comes from arguments or the usual environment variables: `OPENAI_BASE_URL`
 (or the first of `VLLM_BASE_URLS`, comma-separated), `OPENAI_API_KEY` (default "EMPTY", as
 vLLM expects), `TRACE_GYM_MODEL`. The server parses tool calls (vLLM: `--tool-call-parser
@@ -11,9 +18,14 @@ of times; then, or on any other error, `EndpointError` says what happened.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import threading
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -37,12 +49,70 @@ def resolve_base_url(base_url: str | None) -> str:
     return url.rstrip("/")
 
 
+def post_json(url: str, body: dict[str, Any], *, timeout: float = 600.0, retries: int = 4,
+              missing_ok: bool = False) -> Any:
+    """POST `body` as JSON to `url` (a vLLM route); the answer as JSON, or its text. Retries
+    connection errors, 429 and 5xx with backoff; TraceGymError on any other refusal, except
+    that `missing_ok` makes a 400 or 404 answer None (unloading what is not loaded)."""
+    data = json.dumps(body).encode()
+    for attempt in range(retries + 1):
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                text = response.read()
+            return json.loads(text) if text.strip().startswith((b"{", b"[")) else text.decode()
+        except urllib.error.HTTPError as e:
+            if missing_ok and e.code in (400, 404):
+                return None
+            if (e.code < 500 and e.code != 429) or attempt == retries:
+                detail = e.read().decode(errors="replace")[:300]
+                raise TraceGymError(f"server {url} answered {e.code}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            if attempt == retries:
+                raise TraceGymError(f"server {url} is unreachable: {e}") from None
+        time.sleep(min(8.0, 0.5 * 2 ** attempt))
+    raise TraceGymError(f"server {url}: the retry loop ended without an answer")
+
+
+_LOADED: set[tuple[str, str]] = set()
+_LOADING = threading.Lock()
+
+
+def adapter_name(adapter: str | os.PathLike) -> str:
+    """The name a server serves an adapter directory under: its folder name and a digest of
+    its files (a changed adapter gets a new name)."""
+    from trace_gym.provenance import dir_sha256
+
+    path = Path(adapter)
+    if not (path / "adapter_config.json").is_file():
+        raise InvalidConfig(f"adapter={str(path)!r} is not a LoRA adapter directory (no adapter_config.json)")
+    return f"{path.resolve().name}-{dir_sha256(path)[:12]}"
+
+
+def serve_adapter(base_url: str, adapter: str | os.PathLike, timeout: float = 600.0) -> str:
+    """Make the vLLM server at `base_url` serve the adapter directory (loaded at runtime
+    under `adapter_name`, once per process and name); returns the name. The server must be
+    able to read the directory's path."""
+    name = adapter_name(adapter)
+    with _LOADING:
+        if (base_url, name) not in _LOADED:
+            try:
+                post_json(f"{base_url}/load_lora_adapter", {"lora_name": name, "lora_path": str(Path(adapter).resolve())},
+                          timeout=timeout)
+            except TraceGymError as error:
+                if "already" not in str(error):  # vLLM's 400 for a name loaded before: the same content
+                    raise
+            _LOADED.add((base_url, name))
+    return name
+
+
 class EndpointPolicy:
     """The next turn from `client.chat.completions.create(messages=..., tools=...)`."""
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
                  temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 1024,
-                 timeout: float = 60.0, retries: int = 3, backoff: float = 0.5) -> None:
+                 timeout: float = 60.0, retries: int = 3, backoff: float = 0.5,
+                 adapter: str | os.PathLike | None = None) -> None:
         from openai import OpenAI
 
         from trace_gym.agents.sampling import check_sampling
@@ -53,7 +123,9 @@ class EndpointPolicy:
         if not (type(retries) is int and retries >= 0):
             raise InvalidConfig(f"endpoint policy: retries={retries!r} is invalid: must be an integer >= 0")
         self.base_url = resolve_base_url(base_url)
-        self.model = model or os.environ.get("TRACE_GYM_MODEL") or "default"
+        self.base_model = model or os.environ.get("TRACE_GYM_MODEL") or "default"
+        self.model = serve_adapter(self.base_url, adapter) if adapter else self.base_model
+        """The name requests go to: the base model's, or the adapter's as the server serves it."""
         self.name = f"endpoint:{self.model}"
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
         self.retries, self.backoff = retries, backoff

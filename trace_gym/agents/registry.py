@@ -140,8 +140,9 @@ register_policy("random", RandomPolicy, summary="schema-valid random tool calls 
                 episode_keys=("seed", "reply_rate"))
 register_policy("endpoint", "trace_gym.agents.endpoint:EndpointPolicy",
                 summary="an OpenAI-compatible server (vLLM, or any chat-completions API with tools)",
-                options=("base_url", "model", "api_key", "temperature", "top_p", "max_tokens", "timeout", "retries"),
-                episode_keys=("model", "temperature", "top_p", "max_tokens"), server=True)
+                options=("base_url", "model", "api_key", "temperature", "top_p", "max_tokens", "timeout", "retries",
+                         "adapter"),
+                episode_keys=("model", "adapter", "temperature", "top_p", "max_tokens"), server=True)
 register_policy("local", local_policy, summary="a local model directory, optionally with a LoRA adapter",
                 options=(*_LOCAL_OPTIONS, "adapter", "engine", "constrain_calls"),
                 episode_keys=("model_path", "adapter", "temperature", "top_p", "max_new_tokens", "seed", "dtype",
@@ -153,5 +154,9 @@ register_policy("mixture", "trace_gym.moe.policy:composed_mixture",
 register_policy("router", "trace_gym.moe.policy:composed_router",
                 summary="the task router over the adapters a `trace-gym compose` run wrote (torch engine)",
                 options=(*_LOCAL_OPTIONS, "compose_dir"), episode_keys=None, local=True)
+register_policy("served_router", "trace_gym.moe.policy:served_router",
+                summary="the task router a `trace-gym compose` run wrote, on a vLLM server that loads its adapters",
+                options=("base_url", "model", "api_key", "temperature", "top_p", "max_tokens", "timeout", "retries",
+                         "compose_dir"), episode_keys=None, server=True)
 
 __all__ = ["PolicyEntry", "make_policy", "policy_entry", "policy_names", "register_policy"]

@@ -66,7 +66,8 @@ def add_policy_flags(p: argparse.ArgumentParser, title: str = "policy", default:
         g.add_argument("--model", help="endpoint model name (default: $TRACE_GYM_MODEL)")
         g.add_argument("--api-key", help="endpoint key (default: $OPENAI_API_KEY, else EMPTY)")
     g.add_argument("--model-path", help="local model directory (default: the base agent in the cache)")
-    g.add_argument("--adapter", help="LoRA adapter directory for the local model")
+    g.add_argument("--adapter", help="LoRA adapter directory: for the local model, or for --policy endpoint "
+                   "(loaded on the vLLM server at runtime; the server must read this path)")
     g.add_argument("--compose-dir", help="a `trace-gym compose` output directory (for --policy mixture or router)")
     g.add_argument(temperature_flag, dest="temperature", type=float, default=temperature)
     g.add_argument("--top-p", type=float, default=1.0)
