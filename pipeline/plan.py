@@ -137,10 +137,14 @@ def plan(config: dict[str, Any]) -> list[Step]:
                                                   f"{_minutes(rollouts_only.seconds)}")
     steps.append(step)
     compose = config["compose"]
-    steps.append(_episodes("compose", f"{compose['episodes']} episodes of each adapter for gate data, "
-                                      f"{compose['epochs']} epochs of gate training (not counted)", sampled,
-                           {e: compose["episodes"] for e in capability}))
-    contenders = 1 + len(capability) + 2  # base, each adapter, router, mixture
+    if served:  # the server plays the router; the mixture needs the weights in this process
+        steps.append(Step("compose", "the task router only (no mixture: it needs the model's weights in this "
+                                     "process)", 0.0, "writes router.json"))
+    else:
+        steps.append(_episodes("compose", f"{compose['episodes']} episodes of each adapter for gate data, "
+                                          f"{compose['epochs']} epochs of gate training (not counted)", sampled,
+                               {e: compose["episodes"] for e in capability}))
+    contenders = 1 + len(capability) + (1 if served else 2)  # base, each adapter, router, mixture (not served)
     if config["baselines"]["direct_grpo"]:
         contenders += len(targets)
     if config["baselines"]["gepa"]:
@@ -149,9 +153,9 @@ def plan(config: dict[str, Any]) -> list[Step]:
                                        "model's calls (not counted)", base_greedy, {t: calls for t in targets}))
         contenders += 1
     work = f"{contenders} policies x {evaluation['seeds']} greedy test episodes of each target"
-    if served:  # the base agent's rows on the endpoint, the others on a local engine
-        steps.append(Step("eval", work, None, f"the base agent's rows play on the endpoint {served['base_url']}: no "
-                                              "rate is measured for a server"))
+    if served:  # every row on the endpoint (the adapters loaded at runtime)
+        steps.append(Step("eval", work, None, f"every row plays on the endpoint {served['base_url']}: no rate is "
+                                              "measured for a server"))
     else:
         steps.append(_episodes("eval", work, greedy, {t: contenders * evaluation["seeds"] for t in targets}))
     return steps

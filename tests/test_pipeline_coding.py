@@ -110,6 +110,8 @@ def test_the_dry_run_plans_the_coding_target_and_the_coding_capability_envs(tmp_
     assert text.startswith(f"plan of {REPO / 'configs' / 'coding.toml'} (budget default)")
     assert "the given model /models/Qwen3-30B-A3B" in text and "at most 2 shipped ones" in text
     assert "played on the endpoint http://localhost:8000/v1 (Qwen/Qwen3-30B-A3B)" in text  # rollouts, calibration
+    assert "the task router only (no mixture" in text  # a served run composes what the server plays
+    assert "4 policies x 32 greedy test episodes" in text and "every row plays on the endpoint" in text
 
     rates.record(_player(1.0), "trace/code_localization-v0", 40, 60 * 10)  # 4 a minute
     smoke = dry_run(domain="coding", budget="smoke")
