@@ -115,7 +115,7 @@ def test_every_kind_every_function_and_the_held_out_ones_only_on_test_seeds():
 
 
 def test_no_patch_text_repeats_often_enough_to_memorise():
-    """The red team's memoriser kept one patch per catalogue entry; here the most common
+    """A memoriser of the first generator kept one patch per catalogue entry; here the most common
     (buggy lines, fixed lines) pair must cover under 3% of seeds, and the most common fixed
     text under 5%."""
     pairs, fixes = Counter(), Counter()

@@ -126,7 +126,7 @@ def learnt_patches(env: Any) -> dict[str, str]:
 def memoriser(table: dict[str, str] | None = None) -> Policy:
     """A policy that rewrites every package file where a buggy text of `table` (default: the
     env's `learnt_patches`) appears with its fix, then submits: it reads nothing but the
-    files, as the red team's regex table of the first generator's catalogue did."""
+    files, as a regex table of the first generator's catalogue did."""
 
     def act(env: Any, obs: list) -> Any:
         turn = sum(1 for m in obs if m.get("role") == "assistant")
@@ -161,7 +161,7 @@ FIX_BOUNDED: dict[str, tuple[Policy, float]] = {
     "learnt_patches": (memoriser(), 0.3),
 }
 """coding-v0's heuristics and the mean they may not exceed: a table of the fixes seen on
-200 train seeds (the generator's catalogue of 28 fixed texts let such a table fix 96% of
+200 train seeds (the first generator's catalogue of 28 fixed texts let such a table fix 96% of
 seeds; per-seed names, restyling, random bug sites and held-out templates keep it low)."""
 
 
