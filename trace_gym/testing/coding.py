@@ -282,11 +282,16 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
 HEURISTIC_SEEDS = 400
 """Seeds a bounded heuristic's mean is taken over: a heuristic right on half the seeds
 reads above 0.55 on 400 of them about once in a thousand draws (on 10, a third of the time)."""
+FEWER_SEEDS = {"learnt_patches": 100}
+"""Heuristics whose mean is taken over fewer of those seeds: the memoriser earns about 0.07
+(over 1,000 seeds) against its bound of 0.3, which 100 seeds tell apart, and each of its
+episodes runs the hidden tests in the sandbox."""
 
 
 def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds: list[int] | None = None) -> str:
     """Every adversary of the env's set scores 0 on each of `seeds_played`; each bounded
-    heuristic's mean over `heuristic_seeds` (default: `seeds_played`) stays within its bound.
+    heuristic's mean over `heuristic_seeds` (default: `seeds_played`; the first `FEWER_SEEDS`
+    of them for the heuristics listed there) stays within its bound.
     Raises AssertionError naming the adversary and the seed."""
     env.reset(seed=seeds_played[0])
     zero, bounded = adversary_set(env.task.to_json())
@@ -299,10 +304,10 @@ def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds
                 raise AssertionError(f"adversary {name} scored {reward} on seed {seed}: {info.get('verdict')}")
     heuristic_seeds = heuristic_seeds or seeds_played
     for name, (policy, bound) in bounded.items():
-        mean = sum(play(env, seed, policy)[0] for seed in heuristic_seeds) / len(heuristic_seeds)
+        seeds = heuristic_seeds[:FEWER_SEEDS.get(name, len(heuristic_seeds))]
+        mean = sum(play(env, seed, policy)[0] for seed in seeds) / len(seeds)
         if mean > bound:
-            raise AssertionError(f"heuristic {name} averaged {mean:.2f} over {len(heuristic_seeds)} seeds "
-                                 f"(bound {bound})")
+            raise AssertionError(f"heuristic {name} averaged {mean:.2f} over {len(seeds)} seeds (bound {bound})")
     return f"{len(zero)} adversaries scored 0 and {len(bounded)} heuristic(s) stayed in bound on {len(seeds_played)} seeds"
 
 
