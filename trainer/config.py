@@ -179,6 +179,9 @@ class GRPOConfig:
         require(self, "old_logp", self.backend != "openvino" or self.old_logp != "sampler",
                 "cannot be 'sampler' with backend 'openvino' (it samples in bf16: its log-probabilities are not the "
                 "trainer's)")
+        require(self, "top_p", self.backend != "vllm" or self.old_logp == "trainer" or self.top_p == 1.0,
+                "must be 1.0 with backend 'vllm' unless old_logp is 'trainer' (vLLM's processed log-probabilities "
+                "are renormalised over the top-p nucleus, so they are not the trainer's log_softmax(logits / T))")
         require(self, "env_id", isinstance(self.env_id, str) and self.env_id, "must be an env id")
         require(self, "device", isinstance(self.device, str) and (self.device in ("auto", "cpu")
                                                                   or self.device.startswith("cuda")),

@@ -68,6 +68,19 @@ def test_an_adapter_is_loaded_once_under_its_hash_and_its_turns_go_to_it(compose
         assert make_policy("endpoint", base_url=server.url, model="base", adapter=str(adapter)).model == policy.model
 
 
+def test_a_long_adapter_name_loaded_by_another_process_is_accepted(compose_dir, tmp_path):
+    import shutil
+
+    long = tmp_path / ("adapter-" + "x" * 240)  # vLLM's "already been loaded" message names it first
+    shutil.copytree(compose_dir / "adapter0", long)
+    with FakeVLLM(FIXTURE) as server:
+        name = make_policy("endpoint", base_url=server.url, model="base", adapter=str(long)).model
+        endpoint._LOADED.clear()
+        assert make_policy("endpoint", base_url=server.url, model="base", adapter=str(long)).model == name
+        with pytest.raises(endpoint.ServerRefused, match="answered 404"):  # a missing route is not "loaded"
+            endpoint.serve_adapter(server.url.removesuffix("/v1"), compose_dir / "adapter1")
+
+
 def test_a_changed_adapter_gets_a_new_name_and_a_bad_one_is_refused(compose_dir, tmp_path):
     import shutil
 

@@ -150,6 +150,11 @@ def test_config_refuses_bad_values_naming_them():
     # more validation seeds than the slice holds would draw them from the test split
     with pytest.raises(InvalidConfig, match="eval_seeds=100001 is invalid: must be at most 100,000"):
         GRPOConfig(eval_seeds=grpo.VALIDATION_SEEDS + 1)
+    # vLLM's processed log-probabilities are renormalised over the nucleus: not the trainer's p_old
+    with pytest.raises(InvalidConfig, match="top_p=0.9 is invalid: must be 1.0 with backend 'vllm'"):
+        GRPOConfig(backend="vllm", top_p=0.9)
+    assert GRPOConfig(backend="vllm", top_p=0.9, old_logp="trainer").top_p == 0.9
+    assert GRPOConfig(backend="local", top_p=0.9).top_p == 0.9
 
 
 # -- on the fixture model --------------------------------------------------------------------

@@ -49,11 +49,20 @@ def resolve_base_url(base_url: str | None) -> str:
     return url.rstrip("/")
 
 
+class ServerRefused(TraceGymError):
+    """The server answered a request with an error status (`status`, its whole `body`)."""
+
+    def __init__(self, url: str, status: int, body: str) -> None:
+        super().__init__(f"server {url} answered {status}: {body[:300]}")
+        self.status, self.body = status, body
+
+
 def post_json(url: str, body: dict[str, Any], *, timeout: float = 600.0, retries: int = 4,
               missing_ok: bool = False) -> Any:
     """POST `body` as JSON to `url` (a vLLM route); the answer as JSON, or its text. Retries
-    connection errors, 429 and 5xx with backoff; TraceGymError on any other refusal, except
-    that `missing_ok` makes a 400 or 404 answer None (unloading what is not loaded)."""
+    connection errors, 429 and 5xx with backoff; ServerRefused on any other error status,
+    except that `missing_ok` makes a 400 or 404 answer None (unloading what is not loaded);
+    TraceGymError when the server cannot be reached."""
     data = json.dumps(body).encode()
     for attempt in range(retries + 1):
         request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
@@ -65,8 +74,7 @@ def post_json(url: str, body: dict[str, Any], *, timeout: float = 600.0, retries
             if missing_ok and e.code in (400, 404):
                 return None
             if (e.code < 500 and e.code != 429) or attempt == retries:
-                detail = e.read().decode(errors="replace")[:300]
-                raise TraceGymError(f"server {url} answered {e.code}: {detail}") from None
+                raise ServerRefused(url, e.code, e.read().decode(errors="replace")) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             if attempt == retries:
                 raise TraceGymError(f"server {url} is unreachable: {e}") from None
@@ -99,8 +107,9 @@ def serve_adapter(base_url: str, adapter: str | os.PathLike, timeout: float = 60
             try:
                 post_json(f"{base_url}/load_lora_adapter", {"lora_name": name, "lora_path": str(Path(adapter).resolve())},
                           timeout=timeout)
-            except TraceGymError as error:
-                if "already" not in str(error):  # vLLM's 400 for a name loaded before: the same content
+            except ServerRefused as error:
+                # vLLM's 400 "... has already been loaded": the name holds the content's hash, so the same adapter
+                if not (error.status == 400 and "already been loaded" in error.body):
                     raise
             _LOADED.add((base_url, name))
     return name
