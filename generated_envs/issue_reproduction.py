@@ -9,12 +9,17 @@ run_command, run_tests, submit); commands run in the sandbox.
 
 Reward. The agent's test files (files under tests/ named test_*.py that it created or
 changed) are copied beside trace-gym's versions of the package, never the agent's: the
-correct one, the buggy one the episode started from, and a decoy (the correct one whose
-reported function and buggy function return a value equal to nothing); each version runs
-them in a fresh sandbox. 1.0 when on the correct package they define at least one test and
-every test passes, and on the buggy package and on the decoy at least one test fails; else
-0. The decoy makes a test that only recognises the agent's copy (a hash of its text or AST)
-or only asserts that the reported wrong output is gone score 0. So a test that
+correct one, the buggy one the episode started from, and a decoy: the correct one with a
+bug of its own in the reported function (or the buggy one), written in place, on which the
+issue's call returns a value that is neither the expected outcome nor the reported one
+(`trace_gym.coding.repo.second_bug`; where
+no edit does, the correct one whose reported and buggy functions return a value equal to
+nothing). Each version runs them in a fresh sandbox. 1.0 when on the correct package they
+define at least one test and every test passes, and on the buggy package and on the decoy
+at least one test fails; else 0. The decoy differs from the agent's copy as the correct
+package does, so a test that only recognises the agent's copy (a hash of its text or AST,
+comments dropped or not) or only asserts that the reported wrong output is gone scores 0,
+and so does one that recognises how the decoy was made. So a test that
 always fails, one that always passes, or a change to the package itself earns nothing. Both
 versions' modules start with a line the agent's copy lacks, so a test that recognises the
 buggy package by its text (a hash, a line count) fails on both; one that reads the source
@@ -35,7 +40,7 @@ from typing import Any
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
 from trace_gym.coding.env import CodingConfig, CodingEpisodeEnv
-from trace_gym.coding.repo import CodingTask
+from trace_gym.coding.repo import CodingTask, second_bug
 from trace_gym.coding.tools import tool_names
 from trace_gym.coding.verify import marked_lines
 from trace_gym.coding.workspace import Repo, run, runner_argv
@@ -132,7 +137,7 @@ def verify(task: CodingTask, initial: Repo, final: Repo) -> Verdict:
         on_buggy = run_tests_on(task.files, tests)
         buggy_fails = any(r.get("passed") is not True for r in on_buggy) or not on_buggy
     if fixed_ok and buggy_fails:
-        on_decoy = run_tests_on(decoy_files(task), tests)
+        on_decoy = run_tests_on(second_bug(task) or decoy_files(task), tests)
         decoy_fails = any(r.get("passed") is not True for r in on_decoy) or not on_decoy
     return Verdict(1.0 if fixed_ok and buggy_fails and decoy_fails else 0.0, (
         Check("tests_written", True, 0.0, ", ".join(sorted(tests))),

@@ -58,6 +58,27 @@ def test_a_table_of_fixes_learnt_on_train_seeds_fixes_those_and_few_others(envs)
     assert sum(rewards) / len(rewards) <= bound
 
 
+def test_the_reproduction_decoy_is_the_fix_with_a_bug_of_its_own_written_in_place(envs):
+    from trace_gym.coding.repo import load, module_sources, outcome, same_outcome
+    from trace_gym.coding.repo import second_bug
+
+    env = envs["trace/issue_reproduction-v0"]
+    for seed in [*range(25), *range(SPLITS["test"].start, SPLITS["test"].start + 25)]:
+        env.reset(seed=seed)
+        task = env.task
+        decoy, fixed = second_bug(task), task.fixed_files
+        assert decoy is not None, seed
+        changed = [p for p in fixed if decoy[p] != fixed[p]]
+        assert len(changed) == 1 and "_Decoy" not in decoy[changed[0]], seed  # one module, no appended redefinition
+        call = [task.api_module, task.api_function]
+        got = outcome(getattr(load(task.package, module_sources(task.package, decoy))[call[0]], call[1]),
+                      task.snippet_args)
+        reported = outcome(getattr(load(task.package, module_sources(task.package, task.files))[call[0]], call[1]),
+                           task.snippet_args)
+        assert "value" in got, seed  # a value: "not the reported output" passes on it
+        assert not same_outcome(got, task.snippet_expected) and not same_outcome(got, reported), seed
+
+
 def test_the_hidden_f2p_tests_fail_on_the_unfixed_package_and_pass_on_the_fixed(envs):
     env = envs[DOMAIN.target_env_id]
     for seed in SEEDS:

@@ -50,3 +50,17 @@ def test_restyling_keeps_the_source_compiling_and_varies_it(seed):
         compile(ast.unparse(restyle(ast.parse(source), rng)), name, "exec")
     styled = {ast.unparse(restyle(ast.parse(SOURCES["clamp"]), Rng.from_seed(seed + i))) for i in range(12)}
     assert len(styled) > 1
+
+
+def test_near_returns_give_a_near_value_of_the_kind_asked_and_return_before_a_raise():
+    from trace_gym.coding.mutate import near_returns
+
+    source = "def f(x):\n    '''Doc.'''\n    if x is None:\n        raise ValueError('none')\n    return x\n"
+    for kind, value, near in ((int, 3, 4), (str, "a", "as"), (list, [1], [1, 0]), (dict, {"a": 1}, {"a": 1, "more": 0}),
+                              (bool, True, False)):
+        scope: dict = {}
+        exec(ast.unparse(near_returns(ast.parse(source), kind)), scope)  # noqa: S102 - the test's own source
+        assert scope["f"](value) == near
+    scope = {}
+    exec(ast.unparse(near_returns(ast.parse(source), None)), scope)  # noqa: S102
+    assert scope["f"](None) is None and scope["f"].__doc__ == "Doc."

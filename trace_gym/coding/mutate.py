@@ -192,6 +192,52 @@ def _fill_empty_bodies(tree: ast.AST) -> None:
             node.body.append(ast.Pass())
 
 
+# -- a decoy's edit ----------------------------------------------------------------------------
+
+
+class _NearReturns(ast.NodeTransformer):
+    """Every `return X` of a function made to return a near value of the kind the issue's
+    call gives (a number plus one, a text with a letter more, a list with an item more, a
+    dict with a key more, the other truth value); where the issue expects an exception, the
+    function returns None first."""
+
+    def __init__(self, kind: type | None) -> None:
+        self.kind = kind
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        value = node.value
+        if value is None or self.kind is None:
+            return node
+        if self.kind is bool:
+            near: ast.expr = ast.UnaryOp(ast.Not(), value)
+        elif self.kind is dict:
+            near = ast.Dict(keys=[None, ast.Constant("more")], values=[value, ast.Constant(0)])
+        elif self.kind is list:
+            near = ast.BinOp(value, ast.Add(), ast.List([ast.Constant(0)], ast.Load()))
+        elif self.kind is str:
+            near = ast.BinOp(value, ast.Add(), ast.Constant("s"))
+        else:
+            near = ast.BinOp(value, ast.Add(), ast.Constant(1))
+        return ast.Return(near)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.AST:
+        return ast.Return(ast.Constant(None))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self.generic_visit(node)
+        if self.kind is None:  # the issue expects an exception: the function returns before any can be raised
+            docstring = int(bool(node.body) and isinstance(node.body[0], ast.Expr)
+                            and isinstance(node.body[0].value, ast.Constant))
+            node.body.insert(docstring, ast.Return(ast.Constant(None)))
+        return node
+
+
+def near_returns(tree: ast.Module, kind: type | None) -> ast.Module:
+    """`tree` with every return made near a value of `kind` (None: an exception was
+    expected, so the function returns None first); see `_NearReturns`."""
+    return ast.fix_missing_locations(_NearReturns(kind).visit(tree))
+
+
 # -- restyling (meaning kept) --------------------------------------------------------------
 
 

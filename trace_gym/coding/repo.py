@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, rename, restyle, sites
+from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, near_returns, rename, restyle, sites
 from trace_gym.coding.runner import exception_name
 from trace_gym.coding.templates import (
     ATTRIBUTES,
@@ -384,6 +384,45 @@ def _with_bug(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[
         issue=_issue(rng, package, api_name, expectation, snippet, got, want), snippet=snippet,
         api_module=api_module, api_function=api_name, snippet_args=snippet_args, snippet_expected=want,
         hidden_tests=tuple(hidden))
+
+
+# -- a second bug (a decoy) -------------------------------------------------------------------
+
+
+def _edits(segment: str, expected: dict[str, Any]) -> list[str]:
+    """The function `segment` edited: at each bug site (`trace_gym.coding.mutate`), then with
+    every return made near (`mutate.near_returns`, by the kind of the expected value)."""
+    kind = type(expected["value"]) if "value" in expected else None
+    out = [ast.unparse(mutate(ast.parse(segment), site)) + "\n" for site in sites(ast.parse(segment))]
+    return out + [ast.unparse(near_returns(ast.parse(segment), kind)) + "\n"]
+
+
+def second_bug(task: CodingTask) -> dict[str, str] | None:
+    """issue_reproduction's decoy: the correct package with a bug of its own, written in
+    place, in the reported function (else the buggy one): the first of its edits (`_edits`)
+    whose snippet call returns a value that is neither the expected outcome nor the reported
+    wrong one. It differs from the agent's copy as the correct package does, so only a test
+    that checks what the reported call gives tells it from the correct one. None when no
+    edit does."""
+    fixed = task.fixed_files
+    reported = outcome(getattr(load(task.package, module_sources(task.package, task.files))[task.api_module],
+                               task.api_function), task.snippet_args)
+    for path, name in ((f"{task.package}/{task.api_module}.py", task.api_function), (task.bug_file, task.bug_function)):
+        lines = fixed[path].splitlines(keepends=True)
+        node = next((n for n in ast.parse(fixed[path]).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if node is None:
+            continue
+        for edited in _edits("".join(lines[node.lineno - 1:node.end_lineno]), task.snippet_expected):
+            candidate = {**fixed, path: "".join(lines[:node.lineno - 1]) + edited + "".join(lines[node.end_lineno:])}
+            try:
+                modules = load(task.package, module_sources(task.package, candidate))
+            except Exception:  # an edit that breaks the module is no decoy
+                continue
+            got = outcome(getattr(modules[task.api_module], task.api_function), task.snippet_args)
+            # a value, never an exception: a test asserting only "not the reported output" must pass on it
+            if "value" in got and not same_outcome(got, task.snippet_expected) and not same_outcome(got, reported):
+                return candidate
+    return None
 
 
 def _inputs(rng: Rng, f: FunctionTemplate, lay: Layout, correct: types.ModuleType, buggy: types.ModuleType,

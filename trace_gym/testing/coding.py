@@ -22,10 +22,13 @@ applied wherever it appears) may average no more than 0.3.
 Against `trace/issue_reproduction-v0`: `do_nothing`, a test that always fails, one that
 always passes, one asserting the buggy output (`assert_buggy_output`), a copy of a
 visible test, one that recognises the buggy package by the hash of its text or syntax tree
-(`package_hash`, `syntax_tree_hash`), and one asserting only that the reported wrong output
-is gone (`not_the_reported_output`) must score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
+(`package_hash`, `syntax_tree_hash`), one asserting only that the reported wrong output
+is gone (`not_the_reported_output`), and ones that recognise the agent's copy by a hash
+without comment lines and then reject a decoy made by appending redefinitions or returning
+a value JSON cannot write (`changed_and_no_redefinition`, `changed_and_plain_value`) must
+score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
 `name_issue_function` (report the function the issue calls, in the module that defines
-it) may average no more than 0.55: it is right only where the bug is not away from the
+it) may average no more than 0.6: it is right only where the bug is not away from the
 issue's function (half the seeds).
 """
 
@@ -224,6 +227,55 @@ def _package_hash(syntax: bool) -> Callable[[dict[str, Any]], list[Any]]:
     return steps
 
 
+_UNCHANGED = '''import ast
+import hashlib
+import json
+import os
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEEN = {seen!r}
+
+
+def digest(path):
+    text = open(path, encoding="utf-8").read()
+    return hashlib.sha256("\\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#")).encode()).hexdigest()
+
+
+def test_issue():
+    assert {{p: digest(os.path.join(HERE, p)) for p in SEEN}} != SEEN, "the package the issue was reported on"
+{tail}'''
+_NO_REDEFINITION = '''    for p in SEEN:
+        names = [n.name for n in ast.parse(open(os.path.join(HERE, p)).read()).body if isinstance(n, ast.FunctionDef)]
+        assert len(names) == len(set(names)), "a function defined twice"
+'''
+_PLAIN_VALUE = '''    import {pkg}
+    try:
+        result = {pkg}.{fn}({args})
+    except Exception:
+        return
+    json.dumps(result)
+'''
+
+
+def _changed_and(tail: str) -> Callable[[dict[str, Any]], list[Any]]:
+    """A test that fails when the package's modules, comment lines dropped, hash as the
+    agent's copy does (the versions the verifier runs differ from it by a comment line),
+    and then tells the decoy apart by how it could have been made (`tail`), never asserting
+    what the issue's call should give."""
+
+    def steps(task: dict[str, Any]) -> list[Any]:
+        import hashlib
+
+        pkg = task["package"]
+        seen = {p: hashlib.sha256("\n".join(line for line in t.splitlines() if not line.lstrip().startswith("#"))
+                                  .encode()).hexdigest()
+                for p, t in sorted(task["files"].items()) if p.startswith(pkg + "/") and p.endswith(".py")}
+        text = _UNCHANGED.format(seen=seen, tail=tail.format(pkg=pkg, fn=task["api_function"], args=_call_args(task)))
+        return [{"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}]
+
+    return steps
+
+
 REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "do_nothing": _scripted(lambda t: []),
     "always_fails": _scripted(_test_file("def test_issue():\n    assert False\n")),
@@ -234,6 +286,8 @@ REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "package_hash": _scripted(_package_hash(syntax=False)),
     "syntax_tree_hash": _scripted(_package_hash(syntax=True)),
     "not_the_reported_output": lambda env, obs: _buggy_output(env, obs, negate=True),
+    "changed_and_no_redefinition": _scripted(_changed_and(_NO_REDEFINITION)),
+    "changed_and_plain_value": _scripted(_changed_and(_PLAIN_VALUE)),
 }
 """issue_reproduction-v0's adversaries (each must score 0 on every seed)."""
 
@@ -248,7 +302,7 @@ LOCALIZATION_ADVERSARIES: dict[str, Policy] = {
 }
 """code_localization-v0's adversaries that must score 0 on every seed."""
 LOCALIZATION_BOUNDED: dict[str, tuple[Policy, float]] = {
-    "name_issue_function": (_scripted(_name_issue_function), 0.55),
+    "name_issue_function": (_scripted(_name_issue_function), 0.6),
 }
 """code_localization-v0's heuristics and the mean they may not exceed."""
 
@@ -280,8 +334,9 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
 
 
 HEURISTIC_SEEDS = 400
-"""Seeds a bounded heuristic's mean is taken over: a heuristic right on half the seeds
-reads above 0.55 on 400 of them about once in a thousand draws (on 10, a third of the time)."""
+"""Seeds a bounded heuristic's mean is taken over: the mean of a heuristic right on half
+the seeds has a standard deviation of 0.025 over 400 of them, so it reads above a bound
+of 0.6 about three times in 100,000 draws (above 0.55, two or three times in 100)."""
 FEWER_SEEDS = {"learnt_patches": 100}
 """Heuristics whose mean is taken over fewer of those seeds: the memoriser earns about 0.07
 (over 1,000 seeds) against its bound of 0.3, which 100 seeds tell apart, and each of its
