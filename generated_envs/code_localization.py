@@ -2,10 +2,11 @@
 
 Task. The coding target's generator (`trace_gym.coding.repo`): a small Python package
 with one injected bug and a user's issue about it (a reproducing snippet, what it gives,
-what was expected; never a file, module or line). The function the snippet calls is the
-buggy one, or (for half of the seeds, `ONE_CALL_AWAY`) a function calling it, directly or
-through another, so the bug can lie one or two calls away. Names and code style vary per
-seed, and test seeds add templates no train seed has.
+what was expected; never a file, module or line). The function the snippet calls always
+calls others here; the bug is in it on half of the seeds, and (`ONE_CALL_AWAY`) in a
+function it calls, directly or through another, on the other half, so the call graph
+alone tells neither. Names and code style vary per seed, and test seeds add templates no
+train seed has.
 
 Tools. The coding target's reading and running tools (list_files, open_file, search,
 run_command, run_tests, all in the sandbox where they run code) and `report_location`
@@ -43,7 +44,8 @@ from trace_gym.verdict import Check, Verdict
 CAPABILITY = cap.LOCALIZATION
 ONE_CALL_AWAY = 0.5
 """The share of tasks whose bug lies in a helper of the function the issue calls (coding-v0
-draws 0.3): naming the issue's own function is then wrong half the time."""
+draws 0.3; a half is the most the generator takes): naming the issue's own function, or
+one it calls, is then wrong half the time."""
 FILE_ONLY_CREDIT = 0.5
 """The score of a report with the right file and another function."""
 INSTRUCTIONS = ("Do not fix anything. Find where the bug lives, then call report_location with the file's "

@@ -7,10 +7,11 @@ Generation, all from the seed's `Rng`:
    every module, function, parameter and local (`templates.NAMES`), and the order of each
    module's functions; each function restyled (`mutate.restyle`). Templates marked
    `held_out` are in the package only on test seeds (`held_out=True`);
-2. one bug: a random edit at a random site of one function's syntax tree (`mutate.sites`),
-   and the function the issue's snippet calls: the buggy one, or one that calls it, directly
-   or through another (the bug then shows one or two calls away from where it lives). On
-   test seeds, half the bugs go into a held-out function where one can;
+2. the function the issue's snippet calls, and one bug: a random edit at a random site of
+   one function's syntax tree (`mutate.sites`), in the issue's function or in one it calls,
+   directly or through another (the bug then shows one or two calls away from where it
+   lives), drawn so that the call graph alone does not tell which (`_issue_and_bug`). On
+   test seeds, half the issues call a held-out function where one can;
 3. the package evaluated in this process twice, correct and buggy (the templates are
    trace-gym's own code, never an agent's), to find inputs where the two differ: one for
    the issue's snippet and `FAIL_TO_PASS` tests on three others; `PASS_TO_PASS` tests on
@@ -58,7 +59,8 @@ CANDIDATES = 400
 F2P_TESTS = 3
 """Hidden FAIL_TO_PASS tests per task (inputs other than the snippet's)."""
 P2P_TESTS = 8
-"""Hidden PASS_TO_PASS tests per task."""
+"""Hidden PASS_TO_PASS tests per task at most: one per drawn function on which an agreeing
+input was found (6 or 7 on some seeds, where a bug shows on every input drawn)."""
 
 
 @dataclass(frozen=True)
@@ -293,39 +295,67 @@ def _same(a: Any, b: Any) -> bool:
 
 AWAY_SHARE = 0.3
 """The share of tasks whose snippet calls a function that calls the buggy one, directly or
-through another (the bug away from the symptom); the rest call the buggy function itself."""
+through another (the bug away from the symptom); the rest call the buggy function itself.
+At most a half (see `_issue_and_bug`)."""
 HELD_OUT_SHARE = 0.5
-"""On test seeds, the share of tasks whose bug goes into a held-out function (where one can)."""
+"""On test seeds, the share of issues that call a held-out function (where one can)."""
 TRIES = 50
-"""Sites drawn before the generator gives up (none has failed on the seeds tested)."""
+"""Sites drawn before the generator gives up on a function (none has failed on the seeds
+tested)."""
+PAIRS = 5
+"""(issue's function, buggy function) pairs drawn before the generator gives up."""
 
 
-def _callers(present: list[FunctionTemplate]) -> dict[str, list[FunctionTemplate]]:
-    """Function -> the functions of the package that reach it through their calls."""
-    def reaches(g: FunctionTemplate, name: str) -> bool:
-        return any(u == name or reaches(FUNCTIONS[u][1], name) for u in g.uses)
-    return {f.name: [g for g in present if reaches(g, f.name)] for f in present}
+def _callees(present: list[FunctionTemplate]) -> dict[str, list[FunctionTemplate]]:
+    """Function -> the functions of the package it reaches through its calls."""
+    by_name = {f.name: f for f in present}
+
+    def reached(f: FunctionTemplate) -> list[FunctionTemplate]:
+        out: list[FunctionTemplate] = []
+        for name in f.uses:
+            for g in (by_name[name], *reached(by_name[name])):
+                if g not in out:
+                    out.append(g)
+        return out
+    return {f.name: reached(f) for f in present}
+
+
+def _issue_and_bug(rng: Rng, present: list[FunctionTemplate], callees: dict[str, list[FunctionTemplate]],
+                   away_share: float, held_out: bool) -> tuple[FunctionTemplate, FunctionTemplate]:
+    """(the function the issue calls, the buggy one). The issue's function calls others
+    with the chance `2 * away_share`; the bug is then in it or in one of those it reaches,
+    each half the time, and otherwise in it. So whatever the issue's function, and whatever
+    a reader knows of the call graph, naming the issue's function is right half the time
+    where it calls others (always, at `away_share` 0.5), and naming a callee no more often.
+    A held-out function is the issue's on `HELD_OUT_SHARE` of test seeds, where one fits."""
+    calling = [f for f in present if callees[f.name]]
+    leaves = [f for f in present if not callees[f.name]]
+    pool = calling if rng.chance(2 * away_share) else leaves
+    if held_out and rng.chance(HELD_OUT_SHARE):
+        pool = [f for f in pool if f.held_out] or pool
+    api = rng.choice(pool)
+    if callees[api.name] and rng.chance(0.5):
+        return api, rng.choice(callees[api.name])
+    return api, api
 
 
 def generate(rng: Rng, away_share: float = AWAY_SHARE, held_out: bool = False) -> CodingTask:
     """One seed's task (see the module docstring). Deterministic in the rng's draws;
-    `away_share` of the tasks have the bug away from the function the issue calls;
-    `held_out` (test seeds) adds the held-out templates to the package."""
+    `away_share` (at most 0.5) of the tasks have the bug away from the function the issue
+    calls; `held_out` (test seeds) adds the held-out templates to the package."""
+    if not 0 <= away_share <= 0.5:
+        raise ValueError(f"away_share={away_share!r} is invalid: must be in [0, 0.5]")
     lay = layout(rng, held_out)
     correct_src = {m.name: module_source(lay, m) for m in MODULES}
     correct = load(lay.package, {lay.chosen[m]: src for m, src in correct_src.items()})
-    present = lay.functions
-    callers = _callers(present)
-    away = rng.chance(away_share)
-    candidates = [f for f in present if callers[f.name]] if away else present
-    if held_out and rng.chance(HELD_OUT_SHARE):
-        candidates = [f for f in candidates if f.held_out] or candidates
-    for _ in range(TRIES):
-        target = rng.choice(candidates)
-        task = _with_bug(rng, lay, correct_src, correct, target, rng.choice(callers[target.name]) if away else target)
-        if task is not None:
-            return task
-    raise InternalError(f"no edit showed as a bug on its drawn inputs in {TRIES} tries")
+    callees = _callees(lay.functions)
+    for _ in range(PAIRS):
+        api, target = _issue_and_bug(rng, lay.functions, callees, away_share, held_out)
+        for _ in range(TRIES):
+            task = _with_bug(rng, lay, correct_src, correct, target, api)
+            if task is not None:
+                return task
+    raise InternalError(f"no edit showed as a bug on its drawn inputs in {PAIRS} x {TRIES} tries")
 
 
 def _pick_site(rng: Rng, source: str) -> Site | None:

@@ -26,14 +26,17 @@ visible test, one that recognises the buggy package by the hash of its text or s
 is gone (`not_the_reported_output`), and ones that recognise the agent's copy by a hash
 without comment lines and then reject a decoy made by appending redefinitions or returning
 a value JSON cannot write (`changed_and_no_redefinition`, `changed_and_plain_value`) must
-score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and
-`name_issue_function` (report the function the issue calls, in the module that defines
-it) may average no more than 0.6: it is right only where the bug is not away from the
-issue's function (half the seeds).
+score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and two readers of
+the call graph may average no more than 0.62: `name_issue_function` (report the function
+the issue calls, in the module that defines it) and `name_first_callee` (report the first
+package function it calls). The generator puts the bug in the issue's function or under it
+half the time each (`trace_gym.coding.repo`), so each is right on about half the seeds, a
+little more with the file-only credit.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 import weakref
@@ -211,7 +214,6 @@ def _package_hash(syntax: bool) -> Callable[[dict[str, Any]], list[Any]]:
     the hash of its text, or of its syntax tree (`syntax`: blind to comments and layout)."""
 
     def steps(task: dict[str, Any]) -> list[Any]:
-        import ast
         import hashlib
 
         pkg = task["package"]
@@ -297,12 +299,31 @@ def _name_issue_function(task: dict[str, Any]) -> list[Any]:
                                                       "function": task["api_function"]}}]
 
 
+def _defining_files(task: dict[str, Any]) -> dict[str, str]:
+    """Function name -> the package file defining it."""
+    return {node.name: path for path, text in sorted(task["files"].items())
+            if path.startswith(task["package"] + "/") and path.endswith(".py")
+            for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)}
+
+
+def _name_first_callee(task: dict[str, Any]) -> list[Any]:
+    """Report the first package function the issue's function calls (else the issue's own)."""
+    files = _defining_files(task)
+    tree = ast.parse(task["files"][f"{task['package']}/{task['api_module']}.py"])
+    body = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == task["api_function"])
+    called = [n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id for n in ast.walk(body)
+              if isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))]
+    first = next((name for name in called if name in files and name != task["api_function"]), task["api_function"])
+    return [{"name": "report_location", "arguments": {"file": files[first], "function": first}}]
+
+
 LOCALIZATION_ADVERSARIES: dict[str, Policy] = {
     "do_nothing": _scripted(lambda t: ["I could not find it."]),
 }
 """code_localization-v0's adversaries that must score 0 on every seed."""
 LOCALIZATION_BOUNDED: dict[str, tuple[Policy, float]] = {
-    "name_issue_function": (_scripted(_name_issue_function), 0.6),
+    "name_issue_function": (_scripted(_name_issue_function), 0.62),
+    "name_first_callee": (_scripted(_name_first_callee), 0.62),
 }
 """code_localization-v0's heuristics and the mean they may not exceed."""
 
@@ -335,8 +356,9 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
 
 HEURISTIC_SEEDS = 400
 """Seeds a bounded heuristic's mean is taken over: the mean of a heuristic right on half
-the seeds has a standard deviation of 0.025 over 400 of them, so it reads above a bound
-of 0.6 about three times in 100,000 draws (above 0.55, two or three times in 100)."""
+the seeds has a standard deviation of 0.025 over 400 of them. `name_issue_function`
+averages about 0.54 on train seeds (the file-only credit adds to its half), so it reads
+above its bound of 0.62 about once in 1,000 draws."""
 FEWER_SEEDS = {"learnt_patches": 100}
 """Heuristics whose mean is taken over fewer of those seeds: the memoriser earns about 0.07
 (over 1,000 seeds) against its bound of 0.3, which 100 seeds tell apart, and each of its
