@@ -43,17 +43,19 @@ def test_every_adversary_scores_zero(envs, env_id, name):
         assert reward == 0.0, (seed, info["verdict"])
 
 
-def test_naming_the_issues_function_earns_at_most_its_bound(envs):
-    policy, bound = LOCALIZATION_BOUNDED["name_issue_function"]
-    rewards = [play(envs["trace/code_localization-v0"], seed, policy)[0] for seed in range(40)]
-    assert 0 < sum(rewards) / len(rewards) <= bound  # right only where the bug is not away from it
+@pytest.mark.parametrize("name", sorted(LOCALIZATION_BOUNDED))
+def test_reading_the_call_graph_earns_at_most_its_bound(envs, name):
+    policy, bound = LOCALIZATION_BOUNDED[name]
+    rewards = [play(envs["trace/code_localization-v0"], seed, policy)[0] for seed in range(200)]
+    assert 0.3 < sum(rewards) / len(rewards) <= bound  # the bug is in the issue's function or under it, half and half
 
 
 def test_a_table_of_fixes_learnt_on_train_seeds_fixes_those_and_few_others(envs):
     env = envs[DOMAIN.target_env_id]
     policy, bound = FIX_BOUNDED["learnt_patches"]
     assert len(learnt_patches(env)) > 100
-    assert all(play(env, seed, policy)[0] == 1.0 for seed in fit_seeds(env)[:3])  # it does memorise
+    # it does memorise (knob bugs put inverse entries in the table, which undo each other)
+    assert sum(play(env, seed, policy)[0] for seed in fit_seeds(env)[:10]) >= 3
     rewards = [play(env, seed, policy)[0] for seed in [*range(20), *range(SPLITS["test"].start, SPLITS["test"].start + 20)]]
     assert sum(rewards) / len(rewards) <= bound
 

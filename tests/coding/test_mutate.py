@@ -8,10 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trace_gym.coding.mutate import BUG_KINDS, _nodes, mutate, restyle, sites
-from trace_gym.coding.templates import CONSTANTS, FUNCTIONS, fill
+from trace_gym.coding.templates import CONSTANTS, FUNCTIONS, KNOBS, fill, knob_text
 from trace_gym.rng import Rng
 
-SOURCES = {name: fill(f.source, {k: v[0] for k, v in CONSTANTS.items()}) for name, (_, f) in FUNCTIONS.items()}
+SOURCES = {name: fill(f.source, {**{k: v[0] for k, v in CONSTANTS.items()}, **knob_text(dict.fromkeys(KNOBS, 0))})
+           for name, (_, f) in FUNCTIONS.items()}
 
 
 def test_every_site_of_every_template_is_a_real_edit_that_compiles():

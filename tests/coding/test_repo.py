@@ -17,6 +17,7 @@ from trace_gym.coding.repo import (
     F2P_TESTS,
     Layout,
     apply_edit,
+    body,
     generate,
     layout,
     load,
@@ -25,7 +26,18 @@ from trace_gym.coding.repo import (
     outcome,
     same_outcome,
 )
-from trace_gym.coding.templates import FUNCTIONS, MODULES, NAMES, fill, pools_are_disjoint
+from trace_gym.coding.templates import (
+    FUNCTIONS,
+    KNOBS,
+    MODULES,
+    NAMES,
+    canonical,
+    fill,
+    knob_text,
+    knobs_in,
+    pools_are_disjoint,
+    rename_prose,
+)
 from trace_gym.rng import Rng
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
@@ -81,7 +93,7 @@ def _canonical(seed: int, held_out: bool) -> Layout:
     """The seed's layout with every name canonical and no restyling: the templates as written."""
     drawn = layout(Rng.from_seed(seed), held_out)
     return Layout(drawn.package, drawn.constants, {name: name for name in NAMES}, drawn.orders,
-                  {f.name: fill(f.source, drawn.constants) for f in drawn.functions})
+                  {f.name: fill(f.source, drawn.constants) for f in drawn.functions}, drawn.knobs, drawn.styles)
 
 
 @settings(max_examples=15, deadline=None)
@@ -138,3 +150,42 @@ def test_apply_edit_replaces_inserts_and_deletes():
     assert apply_edit(text, 2, 2, "B") == "a\nB\nc\n"
     assert apply_edit(text, 2, 1, "x\n") == "a\nx\nb\nc\n"
     assert apply_edit(text, 1, 3, "") == ""
+
+
+def test_every_knob_value_is_code_of_its_own_stated_in_its_own_words():
+    """Each knob's values give code that parses, computes something else on some drawn input,
+    and is said in other words: knowing a template does not tell which value a seed took."""
+    rng = Rng.from_seed(5)
+    for name, values in KNOBS.items():
+        users = [f for _, f in FUNCTIONS.values() if name in knobs_in(f.source)]
+        assert users, name
+        assert len({v.code for v in values}) == len({v.doc for v in values}) == len(values) >= 2
+        for f in users:
+            lay = layout(Rng.from_seed(11), held_out=True)
+            sources = [body(lay, f, {name: i}) for i in range(len(values))]
+            assert len(set(sources)) == len(values)
+            module = FUNCTIONS[f.name][0]
+            loaded = [load(lay.package, {lay.chosen[m.name]: module_source(lay, m, (f.name, src) if m is module else None)
+                                         for m in MODULES}) for src in sources]
+            fns = [getattr(mods[lay.module_of(f)], lay.name_of(f)) for mods in loaded]
+            inputs = [f.draw(rng, lay.constants) for _ in range(300)]
+            assert any(not same_outcome(outcome(fns[0], a), outcome(fns[1], a)) for a in inputs), (name, f.name)
+            words = rename_prose(knob_text(lay.knobs)[f"{name}_DOC"], lay.chosen)
+            assert all(words in src for src in sources)  # the code changes, the docstring does not
+
+
+def test_some_bugs_are_another_knob_values_code_under_the_seeds_words():
+    """A knob bug: the buggy function is what another seed's correct package could hold, wrong
+    only by what its docstring and the issue say."""
+    flips = 0
+    for seed in range(150):
+        task, lay = _task(seed), layout(Rng.from_seed(seed), False)
+        f = FUNCTIONS[canonical(task.bug_function)][1]
+        for name in knobs_in(f.source):
+            others = [{name: i} for i in range(len(KNOBS[name])) if i != lay.knobs[name]]
+            if any(body(lay, f, other) in task.files[task.bug_file] for other in others):
+                flips += 1
+                assert lay.bodies[f.name] in task.fixed_files[task.bug_file]
+                assert rename_prose(KNOBS[name][lay.knobs[name]].doc, lay.chosen) in task.files[task.bug_file]
+                assert task.bug_kind == KNOBS[name][lay.knobs[name]].kind
+    assert 0.2 * 150 <= flips <= 0.6 * 150, flips

@@ -3,12 +3,15 @@ writes about it, and the hidden tests that decide whether it was fixed.
 
 Generation, all from the seed's `Rng`:
 
-1. a package name, the constants of its templates (widths, thresholds, rates), a name for
-   every module, function, parameter and local (`templates.NAMES`), and the order of each
+1. a package name, the constants of its templates (widths, thresholds, rates), the value
+   of each knob (`templates.KNOBS`: behaviour its docstring states), a name for every
+   module, function, parameter and local (`templates.NAMES`), and the order of each
    module's functions; each function restyled (`mutate.restyle`). Templates marked
    `held_out` are in the package only on test seeds (`held_out=True`);
 2. the function the issue's snippet calls, and one bug: a random edit at a random site of
-   one function's syntax tree (`mutate.sites`), in the issue's function or in one it calls,
+   one function's syntax tree (`mutate.sites`), or (`KNOB_BUG_SHARE` of the functions with
+   a knob) the code of another knob value under the seed's docstring, which is code a
+   correct package of another seed holds; in the issue's function or in one it calls,
    directly or through another (the bug then shows one or two calls away from where it
    lives), drawn so that the call graph alone does not tell which (`_issue_and_bug`). On
    test seeds, half the issues call a held-out function where one can;
@@ -42,11 +45,14 @@ from trace_gym.coding.templates import (
     ATTRIBUTES,
     CONSTANTS,
     FUNCTIONS,
+    KNOBS,
     MODULES,
     NAMES,
     FunctionTemplate,
     ModuleTemplate,
     fill,
+    knob_text,
+    knobs_in,
     rename_prose,
 )
 from trace_gym.errors import InternalError
@@ -182,6 +188,11 @@ class Layout:
     """Module template name -> the functions it holds here, in order."""
     bodies: dict[str, str]
     """Canonical function name -> its correct source here."""
+    knobs: dict[str, int]
+    """Knob -> the value this package takes (`templates.KNOBS`)."""
+    styles: dict[str, int]
+    """Canonical function name -> the seed of its restyling (so that a body with another
+    knob value is styled the same)."""
 
     def module_of(self, f: FunctionTemplate) -> str:
         """The name of the module holding `f` in this package."""
@@ -198,19 +209,29 @@ class Layout:
 
 
 def layout(rng: Rng, held_out: bool) -> Layout:
-    """Draw a package's names, constants, function order and restyled sources."""
+    """Draw a package's names, constants, knob values, function order and restyled sources."""
     package = rng.choice(_ADJECTIVES) + rng.choice(_NOUNS)
-    constants = {name: rng.choice(values) for name, values in CONSTANTS.items()}
+    knobs = {name: rng.below(len(values)) for name, values in KNOBS.items()}
+    constants = {**{name: rng.choice(values) for name, values in CONSTANTS.items()}, **knob_text(knobs)}
     chosen = {name: rng.choice(pool) for name, pool in NAMES.items()}
-    orders, bodies = {}, {}
+    orders, bodies, styles = {}, {}, {}
+    lay = Layout(package, constants, chosen, orders, bodies, knobs, styles)
     for module in MODULES:
         order = [f for f in module.functions if held_out or not f.held_out]
         rng.shuffle(order)
         orders[module.name] = order
         for f in order:
-            tree = rename(ast.parse(rename_prose(fill(f.source, constants), chosen)), chosen, ATTRIBUTES)
-            bodies[f.name] = ast.unparse(restyle(tree, rng)) + "\n"
-    return Layout(package, constants, chosen, orders, bodies)
+            styles[f.name] = rng.below(2**53)
+            bodies[f.name] = body(lay, f)
+    return lay
+
+
+def body(lay: Layout, f: FunctionTemplate, code: dict[str, int] | None = None) -> str:
+    """`f`'s source in this package: constants and knobs filled in (`code` overrides the
+    value a knob's code takes, its words staying), renamed and restyled."""
+    text = fill(f.source, {**lay.constants, **knob_text(lay.knobs, code)})
+    tree = rename(ast.parse(rename_prose(text, lay.chosen)), lay.chosen, ATTRIBUTES)
+    return ast.unparse(restyle(tree, Rng.from_seed(lay.styles[f.name]))) + "\n"
 
 
 def module_source(lay: Layout, module: ModuleTemplate, bug: tuple[str, str] | None = None) -> str:
@@ -299,6 +320,9 @@ through another (the bug away from the symptom); the rest call the buggy functio
 At most a half (see `_issue_and_bug`)."""
 HELD_OUT_SHARE = 0.5
 """On test seeds, the share of issues that call a held-out function (where one can)."""
+KNOB_BUG_SHARE = 0.7
+"""The share of bugs in a function with a knob that are the code of another knob value:
+code a correct package could hold, wrong only by what the docstring and issue say."""
 TRIES = 50
 """Sites drawn before the generator gives up on a function (none has failed on the seeds
 tested)."""
@@ -369,12 +393,27 @@ def _pick_site(rng: Rng, source: str) -> Site | None:
     return rng.choice([s for s in found if s.kind == kind])
 
 
-def _with_bug(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[str, types.ModuleType],
-              target: FunctionTemplate, api: FunctionTemplate) -> CodingTask | None:
+def _buggy_body(rng: Rng, lay: Layout, target: FunctionTemplate) -> tuple[str, str] | None:
+    """(the target's source with a bug, the bug's kind): on `KNOB_BUG_SHARE` of the functions
+    with a knob, the code of another knob value under the seed's words; otherwise an edit
+    at a drawn site. None when the function has no site."""
+    knobs = knobs_in(target.source)
+    if knobs and rng.chance(KNOB_BUG_SHARE):
+        name = rng.choice(knobs)
+        other = rng.choice([i for i in range(len(KNOBS[name])) if i != lay.knobs[name]])
+        return body(lay, target, {name: other}), KNOBS[name][lay.knobs[name]].kind
     site = _pick_site(rng, lay.bodies[target.name])
     if site is None:
         return None
-    buggy_body = ast.unparse(mutate(ast.parse(lay.bodies[target.name]), site)) + "\n"
+    return ast.unparse(mutate(ast.parse(lay.bodies[target.name]), site)) + "\n", site.kind
+
+
+def _with_bug(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[str, types.ModuleType],
+              target: FunctionTemplate, api: FunctionTemplate) -> CodingTask | None:
+    drawn = _buggy_body(rng, lay, target)
+    if drawn is None:
+        return None
+    buggy_body, kind = drawn
     module = FUNCTIONS[target.name][0]
     buggy_src = dict(correct_src)
     buggy_src[module.name] = module_source(lay, module, (target.name, buggy_body))
@@ -409,7 +448,7 @@ def _with_bug(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[
     snippet = f"import {package}\nprint({package}.{api_name}({', '.join(_py(a) for a in snippet_args)}))\n"
     expectation = rename_prose(fill(api.expectation, lay.constants), lay.chosen)
     return CodingTask(
-        package=package, files=files, bug_kind=site.kind, bug_file=f"{package}/{lay.module_of(target)}.py",
+        package=package, files=files, bug_kind=kind, bug_file=f"{package}/{lay.module_of(target)}.py",
         bug_function=lay.name_of(target), fix_start=start, fix_end=end, fixed_text=fixed_lines,
         issue=_issue(rng, package, api_name, expectation, snippet, got, want), snippet=snippet,
         api_module=api_module, api_function=api_name, snippet_args=snippet_args, snippet_expected=want,

@@ -11,7 +11,11 @@ inputs it draws.
 Against memorisation, each seed also renames (`NAMES`: every module, function, parameter
 and local has a pool of names, no name in two pools) and restyles the code, and
 `held_out` templates appear only in the packages of test seeds, so a program that learnt
-the train packages by heart has never seen their correct text.
+the train packages by heart has never seen their correct text. Most templates also have a
+knob (`KNOBS`): behaviour a seed chooses (a discount when the total reaches or exceeds a
+threshold, words counted with or without case) and its docstring states. A bug may be the
+code of another value under the seed's words, so knowing every template by heart does not
+tell a correct function from a buggy one: the docstring and the issue do.
 """
 
 from __future__ import annotations
@@ -67,6 +71,79 @@ CONSTANTS: dict[str, tuple[Any, ...]] = {
 """Placeholder -> the values a seed chooses from."""
 
 
+@dataclass(frozen=True)
+class Knob:
+    """One behaviour a seed may give a template: code, and the words that say it."""
+
+    code: str
+    """Replaces `@NAME@` in the template's code."""
+    doc: str
+    """Replaces `@NAME_DOC@` (its docstring's words) and is what the issue's user expects."""
+    kind: str
+    """The bug kind (`trace_gym.coding.mutate.BUG_KINDS`) of code with another value under
+    this value's words."""
+
+
+KNOBS: dict[str, tuple[Knob, ...]] = {
+    "REACH": (Knob(">=", "reaches", "wrong_comparison"), Knob(">", "exceeds", "wrong_comparison")),
+    "TOUCH": (Knob("<=", "overlap or touch", "wrong_comparison"),
+              Knob("<", "overlap (touching ones stay apart)", "wrong_comparison")),
+    "CASE": (Knob("text.lower()", "ignoring case", "missing_edge_case"),
+             Knob("text", "case-sensitively", "missing_edge_case")),
+    "CHARS": (Knob("[A-Za-z0-9]+", "letters and digits", "mutated_constant"),
+              Knob("[A-Za-z]+", "letters only, digits dropped", "mutated_constant")),
+    "SPLIT": (Knob("partition", "its first", "swapped_arguments"), Knob("rpartition", "its last", "swapped_arguments")),
+    "CUT": (Knob("width - len(suffix)", "at most `width` characters, `suffix` included", "off_by_one"),
+            Knob("width", "its first `width` characters, then `suffix`", "off_by_one")),
+    "ZERO": (Knob('raise ValueError("whole must not be zero")', "raise ValueError", "missing_edge_case"),
+             Knob("return 0", "give 0", "missing_edge_case")),
+    "LAST": (Knob("len(items)", "the last may be shorter", "off_by_one"),
+             Knob("len(items) - size + 1", "a shorter last one is dropped", "off_by_one")),
+    "ROTATE": (Knob("items[steps:] + items[:steps]", "left", "swapped_arguments"),
+               Knob("items[-steps:] + items[:-steps]", "right", "swapped_arguments")),
+    "END": (Knob("high + 1", "both ends included", "off_by_one"), Knob("high", "the end excluded", "off_by_one")),
+    "PLACES": (Knob("percent(value, total)", "rounded as `percent` rounds by default", "wrong_default"),
+               Knob("percent(value, total, 0)", "rounded to whole percents", "wrong_default")),
+    "ORDER": (Knob("textops.truncate(textops.slugify(title), width)",
+                   "made a slug, then cut to `width` by `truncate`", "swapped_arguments"),
+              Knob("textops.slugify(textops.truncate(title, width))",
+                   "cut to `width` by `truncate`, then made a slug", "swapped_arguments")),
+    "COUNT": (Knob("len(values)", "how many `values` there are", "missing_edge_case"),
+              Knob("len([value for value in values if value])", "how many of `values` are not zero",
+                   "missing_edge_case")),
+    "MISSING": (Knob("table[key] = default", "gets `default`", "missing_edge_case"),
+                Knob("pass", "is left out", "missing_edge_case")),
+    "DISTINCT": (Knob("sorted(set(items))", "sorted distinct `items`", "missing_edge_case"),
+                 Knob("sorted(items)", "sorted `items`, duplicates kept", "missing_edge_case")),
+    "SORTED": (Knob("[mathops.clamp(score, low, high) for score in scores]", "in their order", "missing_edge_case"),
+               Knob("sorted((mathops.clamp(score, low, high) for score in scores))", "from lowest to highest",
+                    "missing_edge_case")),
+    "TALLY": (Knob("len(values)", "how many values there are", "missing_edge_case"),
+              Knob("len(set(values))", "how many distinct values there are", "missing_edge_case")),
+    "PREFIX": (Knob("i + 1", "`values`[0..`i`]", "off_by_one"), Knob("i", "the values before `i`", "off_by_one")),
+    "ABSENT": (Knob("-1", "-1", "wrong_default"), Knob("None", "None", "wrong_default"),
+               Knob("len(items)", "the length of `items`", "wrong_default")),
+    "SIDE": (Knob("text + fill * (width - len(text))", "followed", "swapped_arguments"),
+             Knob("fill * (width - len(text)) + text", "preceded", "swapped_arguments")),
+}
+"""Behaviour placeholder -> the values a seed chooses from. Knowing a template by heart
+does not tell which is right: the seed's docstring and issue say it. A bug may be code
+with another value (`trace_gym.coding.repo`), which looks like a correct template."""
+
+
+def knobs_in(source: str) -> list[str]:
+    """The knobs a template's source uses, in `KNOBS` order."""
+    return [name for name in KNOBS if f"@{name}@" in source]
+
+
+def knob_text(choice: dict[str, int], code: dict[str, int] | None = None) -> dict[str, str]:
+    """The placeholders' text for a seed's knob values (`choice`); `code` overrides the
+    values the code takes (the words stay)."""
+    code = {**choice, **(code or {})}
+    return {**{name: KNOBS[name][i].code for name, i in code.items()},
+            **{f"{name}_DOC": KNOBS[name][i].doc for name, i in choice.items()}}
+
+
 def _ints(rng: Rng, n: int, low: int, high: int) -> list[int]:
     return [rng.integer(low, high) for _ in range(n)]
 
@@ -105,13 +182,13 @@ CLAMP = FunctionTemplate(
 PERCENT = FunctionTemplate(
     name="percent",
     source='''def percent(part, whole, digits=@DIGITS@):
-    """`part` as a percentage of `whole`, rounded to `digits` places; ValueError when `whole` is 0."""
+    """`part` as a percentage of `whole`, rounded to `digits` places; @ZERO_DOC@ when `whole` is 0."""
     if whole == 0:
-        raise ValueError("whole must not be zero")
+        @ZERO@
     return round(100 * part / whole, digits)
 ''',
     draw=lambda rng, c: [rng.integer(1, 99), 0 if rng.chance(0.3) else rng.integer(3, 97)],
-    expectation="it should give `part` as a percentage of `whole`, and raise ValueError when `whole` is 0",
+    expectation="it should give `part` as a percentage of `whole`, and @ZERO_DOC@ when `whole` is 0",
 )
 
 MEAN = FunctionTemplate(
@@ -129,29 +206,27 @@ MEAN = FunctionTemplate(
 RUNNING_TOTAL = FunctionTemplate(
     name="running_total",
     source='''def running_total(values):
-    """The list of prefix sums: element `i` is the sum of `values`[0..`i`]."""
+    """The list of prefix sums: element `i` is the sum of @PREFIX_DOC@."""
     totals = []
-    acc = 0
     for i in range(len(values)):
-        acc += values[i]
-        totals.append(acc)
+        totals.append(sum(values[: @PREFIX@]))
     return totals
 ''',
     draw=lambda rng, c: [_ints(rng, rng.integer(2, 6), -9, 30)],
-    expectation="element `i` of the result should be the sum of the first `i` + 1 values",
+    expectation="element `i` of the result should be the sum of @PREFIX_DOC@",
 )
 
 NORMALIZE = FunctionTemplate(
     name="normalize",
     source='''def normalize(values):
-    """Each value as a percentage of their total; all zeros when the total is 0."""
+    """Each value as a percentage of their total, @PLACES_DOC@; all zeros when the total is 0."""
     total = sum(values)
     if total == 0:
         return [0 for _ in values]
-    return [percent(value, total) for value in values]
+    return [@PLACES@ for value in values]
 ''',
     draw=lambda rng, c: [_ints(rng, rng.integer(1, 4), 0, 9 if rng.chance(0.2) else 60)],
-    expectation="each value should become its percentage of the total",
+    expectation="each value should become its percentage of the total, @PLACES_DOC@",
     uses=("percent",),
 )
 
@@ -174,49 +249,49 @@ WEIGHTED_MEAN = FunctionTemplate(
 TRUNCATE = FunctionTemplate(
     name="truncate",
     source='''def truncate(text, width=@WIDTH@, suffix="..."):
-    """`text` cut to at most `width` characters, ending with `suffix` when it was cut."""
+    """`text` when it has at most `width` characters, else @CUT_DOC@."""
     if len(text) <= width:
         return text
-    return text[: width - len(suffix)] + suffix
+    return text[: @CUT@] + suffix
 ''',
     draw=lambda rng, c: _sized_text(rng, c),
-    expectation="the result should be at most `width` characters long, and only cut text ends with `suffix`",
+    expectation="text longer than `width` should become @CUT_DOC@, and shorter text stay as it is",
 )
 
 SLUGIFY = FunctionTemplate(
     name="slugify",
     source='''def slugify(text, sep="@SEP@"):
-    """Lower-case words of `text` (letters and digits only) joined by `sep`."""
-    words = re.findall(r"[A-Za-z0-9]+", text)
+    """Lower-case words of `text` (@CHARS_DOC@) joined by `sep`."""
+    words = re.findall(r"@CHARS@", text)
     return sep.join(word.lower() for word in words)
 ''',
     draw=lambda rng, c: [_text(rng, rng.integer(2, 4)) + rng.choice(("", "!", " 2024"))],
-    expectation="it should join the lower-cased words with `sep`",
+    expectation="it should join the lower-cased words (@CHARS_DOC@) with `sep`",
 )
 
 COUNT_WORDS = FunctionTemplate(
     name="count_words",
     source='''def count_words(text):
-    """How often each word occurs in `text`, ignoring case: {word: count}."""
+    """How often each word occurs in `text`, counted @CASE_DOC@: {word: count}."""
     counts = {}
-    for word in text.lower().split():
+    for word in @CASE@.split():
         counts[word] = counts.get(word, 0) + 1
     return counts
 ''',
     draw=lambda rng, c: [_text(rng, rng.integer(3, 6))],
-    expectation="it should count each word once per occurrence, ignoring case",
+    expectation="it should count each word once per occurrence, @CASE_DOC@",
 )
 
 PAD = FunctionTemplate(
     name="pad",
     source='''def pad(text, width=@WIDTH@, fill="."):
-    """`text` followed by `fill` characters up to `width`; longer text unchanged."""
+    """`text` @SIDE_DOC@ by `fill` characters up to `width`; longer text unchanged."""
     if len(text) >= width:
         return text
-    return text + fill * (width - len(text))
+    return @SIDE@
 ''',
     draw=lambda rng, c: _sized_text(rng, c),
-    expectation="it should pad `text` with `fill` to exactly `width` characters, and leave longer text alone",
+    expectation="it should give `text` @SIDE_DOC@ by `fill` characters, exactly `width` in all, and leave longer text alone",
     held_out=True,
 )
 
@@ -250,34 +325,34 @@ def _duration(rng: Rng) -> str:
 PARSE_PAIRS = FunctionTemplate(
     name="parse_pairs",
     source='''def parse_pairs(text):
-    """A dict from "key=value;key=value" text; a value may itself contain "="."""
+    """A dict from "key=value;key=value" text; each item is split at @SPLIT_DOC@ "="."""
     pairs = {}
     for item in text.split(";"):
         if not item:
             continue
-        key, _, entry = item.partition("=")
+        key, _, entry = item.@SPLIT@("=")
         pairs[key.strip()] = entry.strip()
     return pairs
 ''',
     draw=lambda rng, c: [";".join(f"{rng.choice(_WORDS).lower()}={rng.integer(0, 9)}"
                                   + ("=x" if rng.chance(0.4) else "") for _ in range(rng.integer(1, 3)))
                          + (";" if rng.chance(0.4) else "")],
-    expectation="it should map each key to the text after its first '='",
+    expectation="it should split each item at @SPLIT_DOC@ '=' into a key and its value",
 )
 
 PARSE_RANGE = FunctionTemplate(
     name="parse_range",
     source='''def parse_range(text):
-    """The integers of "3-7" (both ends included) or "5"; ValueError when the end is below the start."""
+    """The integers of "3-7" (@END_DOC@) or "5"; ValueError when the end is below the start."""
     first, _, last = text.partition("-")
     low = int(first)
     high = int(last) if last else low
     if high < low:
         raise ValueError(f"empty range: {text!r}")
-    return list(range(low, high + 1))
+    return list(range(low, @END@))
 ''',
     draw=lambda rng, c: (lambda a: [rng.choice((f"{a}", f"{a}-{a + rng.integer(-2, 4)}"))])(rng.integer(0, 20)),
-    expectation="it should list every integer from the start to the end, both included",
+    expectation="it should list every integer from the start to the end (@END_DOC@)",
     held_out=True,
 )
 
@@ -297,24 +372,32 @@ ORDER_TOTAL = FunctionTemplate(
 
 
 def order_total(rows, threshold=@THRESHOLD@):
-    """Total in cents of [[price, quantity], ...]; @DISCOUNT@% off when it reaches `threshold`."""
+    """Total in cents of [[price, quantity], ...]; @DISCOUNT@% off when it @REACH_DOC@ `threshold`."""
     lines = [Line(price, quantity) for price, quantity in rows]
     total = sum(line.cost for line in lines)
-    if total >= threshold:
+    if total @REACH@ threshold:
         total -= total * @DISCOUNT@ // 100
     return total
 ''',
-    draw=lambda rng, c: [[[c["THRESHOLD"] // k, k]] if rng.chance(0.4) and c["THRESHOLD"] % (k := rng.integer(1, 5)) == 0
+    draw=lambda rng, c: [_reaching(rng, c["THRESHOLD"]) if rng.chance(0.4)
                          else [[rng.integer(1, 60), rng.integer(1, 4)] for _ in range(rng.integer(1, 3))]],
-    expectation="it should total price times quantity, less the discount once the total reaches `threshold`",
+    expectation="it should total price times quantity, less the discount once the total @REACH_DOC@ `threshold`",
 )
+
+
+
+def _reaching(rng: Rng, threshold: int) -> list[list[int]]:
+    """Order rows whose total is exactly `threshold` (where reaching and exceeding differ)."""
+    part = rng.integer(0, threshold - 1)
+    return [[threshold - part, 1]] + ([[part, 1]] if part else [])
+
 
 # -- algos --------------------------------------------------------------------------------
 
 BINARY_SEARCH = FunctionTemplate(
     name="binary_search",
     source='''def binary_search(items, target):
-    """The index of `target` in the sorted list `items`, or -1 when it is absent."""
+    """The index of `target` in the sorted list `items`, or @ABSENT_DOC@ when it is absent."""
     left, right = 0, len(items) - 1
     while left <= right:
         middle = (left + right) // 2
@@ -324,52 +407,52 @@ BINARY_SEARCH = FunctionTemplate(
             left = middle + 1
         else:
             right = middle - 1
-    return -1
+    return @ABSENT@
 ''',
     draw=lambda rng, c: (lambda items: [items, rng.choice(items) if rng.chance(0.8) else 1000])(
         sorted({rng.integer(0, 99) for _ in range(rng.integer(1, 7))})),
-    expectation="it should return the index of `target`, or -1 only when it is absent",
+    expectation="it should return the index of `target`, or @ABSENT_DOC@ only when it is absent",
 )
 
 MERGE_INTERVALS = FunctionTemplate(
     name="merge_intervals",
     source='''def merge_intervals(intervals):
-    """Overlapping or touching [start, end] intervals merged, sorted by start."""
+    """[start, end] intervals sorted by start, each run of them that @TOUCH_DOC@ merged."""
     merged = []
     for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
+        if merged and start @TOUCH@ merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
     return merged
 ''',
     draw=lambda rng, c: [[(lambda s: [s, s + rng.integer(0, 6)])(rng.integer(0, 20)) for _ in range(rng.integer(2, 4))]],
-    expectation="it should merge every pair of intervals that overlap or touch",
+    expectation="it should merge every pair of intervals that @TOUCH_DOC@",
 )
 
 CHUNKS = FunctionTemplate(
     name="chunks",
     source='''def chunks(items, size):
-    """`items` split into lists of `size` (the last may be shorter)."""
+    """`items` split into lists of `size` (@LAST_DOC@)."""
     if size < 1:
         raise ValueError("size must be at least 1")
-    return [items[i : i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, @LAST@, size)]
 ''',
     draw=lambda rng, c: [list(range(rng.integer(1, 7))), rng.integer(-1, 3)],
-    expectation="it should split `items` into lists of `size`, the last one possibly shorter",
+    expectation="it should split `items` into lists of `size` (@LAST_DOC@)",
 )
 
 ROTATE = FunctionTemplate(
     name="rotate",
     source='''def rotate(items, steps):
-    """`items` rotated left by `steps` places (`steps` may exceed the length)."""
+    """`items` rotated @ROTATE_DOC@ by `steps` places (`steps` may exceed the length)."""
     if not items:
         return []
     steps = steps % len(items)
-    return items[steps:] + items[:steps]
+    return @ROTATE@
 ''',
     draw=lambda rng, c: [list(range(rng.integer(0, 5))), rng.integer(0, 9)],
-    expectation="it should move the first `steps` items to the end, wrapping around",
+    expectation="it should rotate `items` @ROTATE_DOC@ by `steps` places, wrapping around",
     held_out=True,
 )
 
@@ -378,45 +461,46 @@ ROTATE = FunctionTemplate(
 SUMMARY = FunctionTemplate(
     name="summary",
     source='''def summary(values):
-    """count, mean and running totals of a non-empty list of numbers."""
-    return {"count": len(values), "mean": mathops.mean(values), "totals": mathops.running_total(values)}
+    """count (@TALLY_DOC@), mean and running totals of a non-empty list of numbers."""
+    return {"count": @TALLY@, "mean": mathops.mean(values), "totals": mathops.running_total(values)}
 ''',
     draw=lambda rng, c: [_ints(rng, rng.integer(1, 5), -9, 30)],
-    expectation="it should give the count, the mean and the running totals of the values",
+    expectation="it should give the count (@TALLY_DOC@), the mean and the running totals of the values",
     uses=("mean", "running_total"),
 )
 
 BOUNDED = FunctionTemplate(
     name="bounded_scores",
     source='''def bounded_scores(scores, low, high):
-    """Every score limited to [`low`, `high`]."""
-    return [mathops.clamp(score, low, high) for score in scores]
+    """Every score limited to [`low`, `high`], @SORTED_DOC@."""
+    return @SORTED@
 ''',
     draw=lambda rng, c: (lambda lo: [_ints(rng, rng.integer(1, 4), lo - 20, lo + 40), lo, lo + rng.integer(1, 20)])(
         rng.integer(-20, 20)),
-    expectation="every score should be limited to the range [`low`, `high`]",
+    expectation="every score should be limited to the range [`low`, `high`], @SORTED_DOC@",
     uses=("clamp",),
 )
 
 SHORT_TITLES = FunctionTemplate(
     name="short_titles",
     source='''def short_titles(titles, width=@WIDTH@):
-    """Each title as a slug cut to `width` characters."""
-    return [textops.truncate(textops.slugify(title), width) for title in titles]
+    """Each title @ORDER_DOC@."""
+    return [@ORDER@ for title in titles]
 ''',
-    draw=lambda rng, c: [[_text(rng, rng.integer(1, 4)) for _ in range(rng.integer(1, 3))]],
-    expectation="each title should become its slug, cut to `width` characters",
+    draw=lambda rng, c: [[_text(rng, rng.integer(1, 4)) + rng.choice(("", "", " 2024", " v2"))
+                          for _ in range(rng.integer(1, 3))]],
+    expectation="each title should be @ORDER_DOC@",
     uses=("truncate", "slugify"),
 )
 
 SHARES = FunctionTemplate(
     name="shares",
     source='''def shares(values):
-    """How many `values` there are, their total, and each one's percentage of it."""
-    return {"count": len(values), "total": sum(values), "percentages": mathops.normalize(values)}
+    """count (@COUNT_DOC@), their total, and each one's percentage of it."""
+    return {"count": @COUNT@, "total": sum(values), "percentages": mathops.normalize(values)}
 ''',
     draw=lambda rng, c: [_ints(rng, rng.integer(1, 4), 0, 60)],
-    expectation="it should give the count, the total and each value's percentage of it",
+    expectation="it should give the count (@COUNT_DOC@), the total and each value's percentage of it",
     uses=("normalize",),
 )
 
@@ -424,39 +508,39 @@ DURATIONS = FunctionTemplate(
     name="durations",
     source='''def durations(text, default=0):
     """Seconds of each "name=duration" setting of `text` (settings separated by ";"); a
-    setting without a duration gets `default`."""
+    setting without a duration @MISSING_DOC@."""
     table = {}
     for key, entry in parsing.parse_pairs(text).items():
         if not entry:
-            table[key] = default
+            @MISSING@
             continue
         table[key] = parsing.parse_duration(entry)
     return table
 ''',
     draw=lambda rng, c: [";".join(f"{rng.choice(_WORDS).lower()}={_duration(rng) if rng.chance(0.8) else ''}"
                                   for _ in range(rng.integer(1, 3))) + (";" if rng.chance(0.3) else "")],
-    expectation="it should map each setting's name to the seconds of its duration, or to `default` when it has none",
+    expectation="it should map each setting's name to the seconds of its duration; a setting without one @MISSING_DOC@",
     uses=("parse_pairs", "parse_duration"),
 )
 
 LOOKUP = FunctionTemplate(
     name="lookup",
     source='''def lookup(items, targets):
-    """The index of each target in the sorted distinct `items` (-1 when absent)."""
-    ordered = sorted(set(items))
+    """The index of each target in the @DISTINCT_DOC@, an absent one marked as `binary_search` marks it."""
+    ordered = @DISTINCT@
     return [algos.binary_search(ordered, target) for target in targets]
 ''',
     draw=lambda rng, c: (lambda items: [items, [rng.choice(items) if rng.chance(0.8) else 1000
                                                 for _ in range(rng.integer(1, 3))]])(
         [rng.integer(0, 40) for _ in range(rng.integer(1, 7))]),
-    expectation="it should give each target's index among the sorted distinct items, or -1 when absent",
+    expectation="it should give each target's index in the @DISTINCT_DOC@, an absent one marked as `binary_search` marks it",
     uses=("binary_search",),
 )
 
 WINDOW_MEANS = FunctionTemplate(
     name="window_means",
     source='''def window_means(values, size):
-    """The mean of each run of `size` values (the last run may be shorter)."""
+    """The mean of each run of `size` values, the runs as `chunks` makes them."""
     return [mathops.mean(chunk) for chunk in algos.chunks(values, size)]
 ''',
     draw=lambda rng, c: [_ints(rng, rng.integer(1, 6), -9, 30), rng.integer(0, 3)],
