@@ -79,14 +79,17 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
     say = log or (lambda m: None)
     if len(adapters) != len(envs) or not adapters:
         raise InvalidConfig(f"compose takes one env per adapter: {len(adapters)} adapters, {len(envs)} envs")
+    names = [capability_of(e) for e in envs]
+    if len(set(names)) != len(names):
+        raise InvalidConfig(f"two adapters for one capability: {names}")
+    for adapter in adapters:  # what the user named is checked before the base is looked for
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise InvalidConfig(f"adapter {str(adapter)!r}: not a peft adapter directory (no adapter_config.json)")
     base, out = Path(base), Path(out)
     if not (base / "config.json").is_file():
         raise InvalidConfig(f"base {str(base)!r} is not a model directory (no config.json)")
     torch.set_num_threads(config.threads)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    names = [capability_of(e) for e in envs]
-    if len(set(names)) != len(names):
-        raise InvalidConfig(f"two adapters for one capability: {names}")
     # the mixture first: an adapter it cannot take is refused before any episode is played
     mixture = Mixture.from_dirs(load_causal_lm(base, torch.float32), [Path(a) for a in adapters], names)
     train, held = [], []

@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     """Train; print the adapter's directory."""
     from trace_gym.trainer import GRPOConfig, train
     from trace_gym.trainer.distributed import world
+    from trace_gym.trainer.training import check_env_allowed
 
+    check_env_allowed(args.env, args.allow_unaudited)  # a bad env id is named before a missing base
     flags = {"env_id": args.env, **config_values(args, GRPOConfig, skip=FROM_ELSEWHERE)}
     table, knobs = {}, {}
     if args.config:
