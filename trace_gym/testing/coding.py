@@ -29,7 +29,7 @@ is gone (`not_the_reported_output`), and ones that recognise the agent's copy by
 without comment lines and then reject a decoy made by appending redefinitions or returning
 a value JSON cannot write (`changed_and_no_redefinition`, `changed_and_plain_value`) must
 score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and two readers of
-the call graph may average no more than 0.62: `name_issue_function` (report the function
+the call graph may average no more than 0.65: `name_issue_function` (report the function
 the issue calls, in the module that defines it) and `name_first_callee` (report the first
 package function it calls). The generator puts the bug in the issue's function or under it
 half the time each (`trace_gym.coding.repo`), so each is right on about half the seeds, a
@@ -331,8 +331,8 @@ LOCALIZATION_ADVERSARIES: dict[str, Policy] = {
 }
 """code_localization-v0's adversaries that must score 0 on every seed."""
 LOCALIZATION_BOUNDED: dict[str, tuple[Policy, float]] = {
-    "name_issue_function": (_scripted(_name_issue_function), 0.62),
-    "name_first_callee": (_scripted(_name_first_callee), 0.62),
+    "name_issue_function": (_scripted(_name_issue_function), 0.65),
+    "name_first_callee": (_scripted(_name_first_callee), 0.65),
     "template_locator": (restorer_locate(), 0.92),
 }
 """code_localization-v0's heuristics and the mean they may not exceed."""
@@ -367,12 +367,15 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
 HEURISTIC_SEEDS = 400
 """Seeds a bounded heuristic's mean is taken over: the mean of a heuristic right on half
 the seeds has a standard deviation of 0.025 over 400 of them. `name_issue_function`
-averages about 0.54 on train seeds (the file-only credit adds to its half), so it reads
-above its bound of 0.62 about once in 1,000 draws."""
-FEWER_SEEDS = {"learnt_patches": 100, "template_restorer": 100}
-"""Heuristics whose mean is taken over fewer of those seeds: the memoriser earns about 0.07
-(over 1,000 seeds) against its bound of 0.3, which 100 seeds tell apart, and each of its
-episodes runs the hidden tests in the sandbox."""
+averages 0.55 (over 1,000 seeds; the file-only credit adds to its half), so it reads
+above its bound of 0.65 about three times in 100,000 draws."""
+FEWER_SEEDS = {"learnt_patches": 100, "template_restorer": 100, "name_first_callee": 200, "template_locator": 200}
+"""Heuristics whose mean is taken over fewer of those seeds, at least four standard
+deviations below their bound (means over 1,000 seeds): the memoriser's 0.05 and the
+restorer's 0.50 on coding-v0 (bounds 0.3 and 0.75; each episode runs the hidden tests in
+the sandbox), the first callee's 0.38 and the locator's 0.81 on code_localization (bounds
+0.65 and 0.92; every seed's reset generates a package in an audit's worker, whose CPU time
+is capped)."""
 
 
 def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds: list[int] | None = None) -> str:
