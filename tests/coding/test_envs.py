@@ -65,7 +65,8 @@ def test_the_reproduction_decoy_is_the_fix_with_a_bug_of_its_own_written_in_plac
     from trace_gym.coding.repo import second_bug
 
     env = envs["trace/issue_reproduction-v0"]
-    for seed in [*range(25), *range(SPLITS["test"].start, SPLITS["test"].start + 25)]:
+    # 59 and 125: the issue's call expects None (an absent item), which only a near return of 0 differs from
+    for seed in [*range(25), 59, 125, *range(SPLITS["test"].start, SPLITS["test"].start + 25)]:
         env.reset(seed=seed)
         task = env.task
         decoy, fixed = second_bug(task), task.fixed_files

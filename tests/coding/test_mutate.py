@@ -62,6 +62,9 @@ def test_near_returns_give_a_near_value_of_the_kind_asked_and_return_before_a_ra
         scope: dict = {}
         exec(ast.unparse(near_returns(ast.parse(source), kind)), scope)  # noqa: S102 - the test's own source
         assert scope["f"](value) == near
+    scope = {}  # None's near value is 0 (an absent item's index), any other value stays
+    exec(ast.unparse(near_returns(ast.parse("def f(x):\n    return x\n"), type(None))), scope)  # noqa: S102
+    assert scope["f"](None) == 0 and scope["f"](5) == 5
     scope = {}
     exec(ast.unparse(near_returns(ast.parse(source), None)), scope)  # noqa: S102
     assert scope["f"](None) is None and scope["f"].__doc__ == "Doc."

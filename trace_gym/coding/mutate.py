@@ -28,6 +28,7 @@ input) is checked by the generator on drawn inputs, not here.
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass
 
 from trace_gym.rng import Rng
@@ -198,8 +199,8 @@ def _fill_empty_bodies(tree: ast.AST) -> None:
 class _NearReturns(ast.NodeTransformer):
     """Every `return X` of a function made to return a near value of the kind the issue's
     call gives (a number plus one, a text with a letter more, a list with an item more, a
-    dict with a key more, the other truth value); where the issue expects an exception, the
-    function returns None first."""
+    dict with a key more, the other truth value, 0 in place of None: an absent item's
+    index); where the issue expects an exception, the function returns None first."""
 
     def __init__(self, kind: type | None) -> None:
         self.kind = kind
@@ -216,6 +217,9 @@ class _NearReturns(ast.NodeTransformer):
             near = ast.BinOp(value, ast.Add(), ast.List([ast.Constant(0)], ast.Load()))
         elif self.kind is str:
             near = ast.BinOp(value, ast.Add(), ast.Constant("s"))
+        elif self.kind is type(None):  # `X if X is not None else 0`: the templates' returns are pure
+            near = ast.IfExp(ast.Compare(value, [ast.IsNot()], [ast.Constant(None)]), copy.deepcopy(value),
+                             ast.Constant(0))
         else:
             near = ast.BinOp(value, ast.Add(), ast.Constant(1))
         return ast.Return(near)
