@@ -367,15 +367,16 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
 HEURISTIC_SEEDS = 400
 """Seeds a bounded heuristic's mean is taken over: the mean of a heuristic right on half
 the seeds has a standard deviation of 0.025 over 400 of them. `name_issue_function`
-averages 0.55 (over 1,000 seeds; the file-only credit adds to its half), so it reads
-above its bound of 0.65 about three times in 100,000 draws."""
+averages 0.55 (over 500 train and 500 test seeds, half and half as the kit draws them;
+the file-only credit adds to its half), so it reads above its bound of 0.65 about three
+times in 100,000 draws."""
 FEWER_SEEDS = {"learnt_patches": 100, "template_restorer": 100, "name_first_callee": 200, "template_locator": 200}
 """Heuristics whose mean is taken over fewer of those seeds, at least four standard
-deviations below their bound (means over 1,000 seeds): the memoriser's 0.05 and the
-restorer's 0.50 on coding-v0 (bounds 0.3 and 0.75; each episode runs the hidden tests in
-the sandbox), the first callee's 0.38 and the locator's 0.81 on code_localization (bounds
-0.65 and 0.92; every seed's reset generates a package in an audit's worker, whose CPU time
-is capped)."""
+deviations below their bound (means over 500 train and 500 test seeds): the memoriser's
+0.05 and the restorer's 0.50 on coding-v0 (bounds 0.3 and 0.75; each episode runs the
+hidden tests in the sandbox), the first callee's 0.38 and the locator's 0.81 on
+code_localization (bounds 0.65 and 0.92; every seed's reset generates a package in an
+audit's worker, whose CPU time is capped)."""
 
 
 def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds: list[int] | None = None) -> str:
@@ -393,12 +394,14 @@ def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds
             if reward != 0.0:
                 raise AssertionError(f"adversary {name} scored {reward} on seed {seed}: {info.get('verdict')}")
     heuristic_seeds = heuristic_seeds or seeds_played
+    means = []
     for name, (policy, bound) in bounded.items():
         seeds = heuristic_seeds[:FEWER_SEEDS.get(name, len(heuristic_seeds))]
         mean = sum(play(env, seed, policy)[0] for seed in seeds) / len(seeds)
         if mean > bound:
             raise AssertionError(f"heuristic {name} averaged {mean:.2f} over {len(seeds)} seeds (bound {bound})")
-    return f"{len(zero)} adversaries scored 0 and {len(bounded)} heuristic(s) stayed in bound on {len(seeds_played)} seeds"
+        means.append(f"{name} {mean:.3f} over {len(seeds)} seeds (bound {bound})")
+    return "; ".join([f"{len(zero)} adversaries scored 0 on {len(seeds_played)} seeds", *means])
 
 
 def f2p_not_vacuous(env: Any, seeds_played: list[int]) -> str:
