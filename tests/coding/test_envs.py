@@ -82,6 +82,18 @@ def test_the_reproduction_decoy_is_the_fix_with_a_bug_of_its_own_written_in_plac
         assert not same_outcome(got, task.snippet_expected) and not same_outcome(got, reported), seed
 
 
+def test_where_the_issue_expects_none_the_decoy_still_defeats_the_adversaries_that_read_how_it_was_made(envs):
+    # seeds 59 and 125 expect None (an absent item): the decoy had fallen back to appended
+    # redefinitions there, which these adversaries recognise (1.0 in benchmarks/coding_integrity.py)
+    env_id = "trace/issue_reproduction-v0"
+    env = envs[env_id]
+    for seed in (59, 125):
+        assert play(env, seed, oracle)[0] == 1.0, seed
+        for name in ("changed_and_no_redefinition", "changed_and_plain_value", "not_the_reported_output"):
+            reward, _, info = play(env, seed, ADVERSARIES[env_id][name])
+            assert reward == 0.0, (seed, name, info["verdict"])
+
+
 def test_the_hidden_f2p_tests_fail_on_the_unfixed_package_and_pass_on_the_fixed(envs):
     env = envs[DOMAIN.target_env_id]
     for seed in SEEDS:
