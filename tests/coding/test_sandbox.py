@@ -241,19 +241,22 @@ FORK_200 = ("import os, time\nn = 0\nfor i in range(200):\n    try:\n        if 
 @needs_sandbox
 @pytest.mark.parametrize("how", ["here", "tree count"])
 def test_the_process_cap_holds(repo, monkeypatch, how):
-    kernel_cap = sandbox.process_cap()
-    if how == "tree count":  # as for root without a writable pids cgroup
+    kernel_cap, isolation = sandbox.process_cap(), "bubblewrap"
+    if how == "tree count":  # the fallback without a writable pids cgroup: only the count holds
         monkeypatch.setattr(sandbox, "_pids_cgroup_base", lambda: None)
-        monkeypatch.setattr(sandbox, "_nproc_rlimit_holds", lambda own_userns: False)
-        # (for a caller other than root, the rlimit the sandbox's shell sets still holds)
-        kernel_cap = "RLIMIT_NPROC" if os.getuid() != 0 else None
-    result = run_in_repo(repo, py(FORK_200), limits=CommandLimits(processes=8, wall_seconds=10))
+        kernel_cap, isolation = None, "fallback"
+    result = run_in_repo(repo, py(FORK_200), limits=CommandLimits(processes=8, wall_seconds=10), isolation=isolation)
     if kernel_cap is None:  # killed when its tree grew past the cap
         assert result.returncode is None and result.limit == "processes" and not result.timed_out, result
     else:  # the kernel refused its forks past the cap
         assert result.returncode == 0 and int(result.stdout) < 8, result
         if kernel_cap == "a pids cgroup (pids.max)":
             assert result.limit == "processes"
+
+
+def test_under_bubblewrap_the_kernel_caps_processes_whoever_runs_trace_gym():
+    # A root caller's sandbox runs as an unprivileged host user, whom RLIMIT_NPROC holds.
+    assert sandbox.process_cap() == "RLIMIT_NPROC inside the sandbox's user namespace"
 
 
 @needs_sandbox

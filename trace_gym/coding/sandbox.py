@@ -7,7 +7,7 @@ an output flood ends that command with an error result, and nothing else happens
 the command does raises; only a sandbox that cannot start does (`IsolationUnavailable`).
 
 **What the command sees** (bubblewrap, `bwrap`): new user, PID, network, IPC, UTS and
-cgroup namespaces (no network at all), uid and gid 65534, no capabilities, no further user
+cgroup namespaces (no network at all), uid and gid 65534 (on the host too), no capabilities, no further user
 namespaces; the repository at /repo; a private tmpfs at /tmp (its size is the command's
 memory limit) and a small one at /dev/shm; read-only /usr, /bin, /sbin, /lib* (links as
 the host has them), /etc/ld.so.cache, /etc/alternatives, and the interpreter with its
@@ -40,18 +40,21 @@ the PID namespace ends with it, so nothing it started outlives it.
   namespace and real uid, so it caps the sandbox only when set *inside* its user namespace
   (set before it, in preexec, it is checked against every process of the caller's uid on
   the host: a user already running `processes` processes cannot even start bwrap). So a
-  shell started first in the sandbox sets it (`ulimit`) and execs the command. It holds when
-  the caller is not root: a Python forking 200 children under `processes=8` got 6. When the
-  caller is root, the sandbox's uid maps to host uid 0, which the kernel never holds to
-  RLIMIT_NPROC (200 of 200 forks succeeded under a limit of 64, set before or inside). For
-  root the cap is then a pids cgroup (`pids.max`) of the command's own, in a writable pids
-  hierarchy (cgroup v1, or a v2 tree that delegates `pids`) when there is one; it also
-  counts the forks it refused. Joining it costs the command about 10 ms (the kernel waits
-  for an RCU grace period), so it is not used where the rlimit holds. Where neither holds
-  (root without a writable cgroup), the process tree is counted every 20 ms and the sandbox
-  killed past the cap: a fork bomb ends within tens of milliseconds, having made at most a
-  few hundred processes. `process_cap()` says which holds here. Either way the PID
-  namespace ends every process at the wall clock or when the command's first process ends.
+  shell started first in the sandbox sets it (`ulimit`) and execs the command: a Python
+  forking 200 children under `processes=8` got 6. The kernel never holds host uid 0 to
+  RLIMIT_NPROC, but no sandbox runs as host root (see below). The fallback, which has no
+  user namespace, is capped by a pids cgroup (`pids.max`) of the command's own where a
+  writable pids hierarchy exists (cgroup v1, or a v2 tree that delegates `pids`), which also
+  counts the forks it refused; else the process tree is counted every 20 ms and the command
+  killed past the cap. `process_cap()` says what holds a bubblewrap command. Either way the
+  command's end (or its PID namespace's) ends every process it started.
+
+**Never host root** (`trace_gym.sandbox.hostuser`): bubblewrap started by root maps the
+sandbox's uid to host uid 0, which may write `/proc/sys` and read root's 0400 files without
+any capability. When the caller is root, the child that execs bwrap first becomes host uid
+65534 (binding, in a private mount namespace, the paths that user cannot reach), and the
+repository is given to that user before each command. `/proc/sys` and the kernel's other
+settings are bound read-only over the sandbox's /proc as well.
 
 `limit` of a result names the limit that ended the command, from its exit status (128 +
 SIGXCPU or SIGXFSZ, as bwrap and shells report a signal), the CPU time it used when the
@@ -93,6 +96,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from trace_gym.errors import InvalidConfig
+from trace_gym.sandbox import hostuser
 from trace_gym.sandbox.isolation import INSTALL_HINT, MODES, IsolationUnavailable, env_mode, resolve
 
 SANDBOX_REPO = "/repo"
@@ -278,7 +282,7 @@ def _bwrap_head() -> tuple[str, ...]:
     """The namespaces and identity: the argv's start, before the per-command /tmp."""
     return (shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent",
-            "--new-session", "--proc", "/proc", "--dev", "/dev",
+            "--new-session", "--proc", "/proc", *hostuser.PROC_READ_ONLY, "--dev", "/dev",
             # POSIX shared memory and semaphores (multiprocessing) live in /dev/shm: a small
             # tmpfs of its own, as /dev itself becomes read-only.
             "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm")
@@ -474,8 +478,9 @@ def _join_cgroup(procs: str, strict: bool) -> None:
 
 def _nproc_rlimit_holds(own_userns: bool) -> bool:
     """RLIMIT_NPROC caps a command that runs in a user namespace of its own as a uid other
-    than host root (the kernel exempts root's processes from it)."""
-    return own_userns and os.getuid() != 0
+    than host root (the kernel exempts root's processes from it): under bubblewrap always,
+    since a root caller's sandbox runs as host uid `hostuser.HOST_UID`."""
+    return own_userns and (os.getuid() != 0 or hostuser.drops_privileges())
 
 
 def process_cap() -> str | None:
@@ -514,11 +519,15 @@ _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here: nothing is imported between fork and exec
 
 
-def _child_setup(rlimits: tuple[tuple[int, tuple[int, int]], ...], procs: str | None, parent: int) -> None:
-    """Runs in the child between fork and exec (after setsid): join the pids cgroup, set
-    the rlimits, and die with the parent."""
+def _child_setup(rlimits: tuple[tuple[int, tuple[int, int]], ...], procs: str | None, parent: int,
+                 entry: hostuser.Entry | None) -> None:
+    """Runs in the child between fork and exec (after setsid): join the pids cgroup, become
+    the sandbox's host user when the caller is root (`entry`), set the rlimits, and die with
+    the parent (armed last: a change of user clears it)."""
     if procs is not None:
         _join_cgroup(procs, False)
+    if entry is not None:
+        hostuser.enter(entry)
     for which, value in rlimits:
         resource.setrlimit(which, value)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -584,7 +593,7 @@ class _Capture:
 
 
 def _execute(argv: list[str], *, cwd: str, repo: str, stdin: bytes, limits: CommandLimits,
-             own_userns: bool) -> CommandResult:
+             own_userns: bool, entry: hostuser.Entry | None = None) -> CommandResult:
     """Start `argv` with the limits, feed it stdin, read its output, end it at the wall
     clock or the process cap, and say how it ended."""
     # RLIMIT_NPROC holds a non-root caller's sandbox. Else a pids cgroup, when there is one
@@ -594,7 +603,8 @@ def _execute(argv: list[str], *, cwd: str, repo: str, stdin: bytes, limits: Comm
     base = None if rlimit_holds else _pids_cgroup_base()
     group = _Cgroup.make(base, limits.processes + _OVERHEAD_TASKS) if base is not None else None
     watch = group is None and not rlimit_holds
-    setup = functools.partial(_child_setup, _rlimits(limits), group.procs if group else None, os.getpid())
+    setup = functools.partial(_child_setup, _rlimits(limits), group.procs if group else None, os.getpid(),
+                              entry)
     start = time.monotonic()
     try:
         # preexec_fn calls only setrlimit, prctl and a write (no lock another thread may hold).
@@ -823,7 +833,9 @@ def _check_paths(repo: str | Path, binds: Mapping[str, str]) -> tuple[str, list[
 
 
 def _sandbox_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[str],
-                  limits: CommandLimits) -> list[str]:
+                  limits: CommandLimits) -> tuple[list[str], hostuser.Entry | None]:
+    """bwrap's argv, and what the child does before it when the caller is root (None when
+    it is not): every bind's source where the sandbox's host user finds it."""
     out = [*_bwrap_head(), "--size", str(min(limits.memory_bytes, TMP_BYTES)), "--tmpfs", "/tmp", *_bwrap_body(),
            "--bind", repo, SANDBOX_REPO]
     for src, dest in binds:
@@ -831,7 +843,11 @@ def _sandbox_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[st
     # bwrap's root and /dev are tmpfs the sandbox user owns: without this, writable and unbounded
     # memory. Last, as every mount above makes its mount point in them.
     out += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    return [*out, "--chdir", SANDBOX_REPO, *_nproc_wrapper(limits.processes), *argv]
+    entry = None
+    if hostuser.drops_privileges():
+        hostuser.give(repo)
+        out, entry = hostuser.rebind(out)
+    return [*out, "--chdir", SANDBOX_REPO, *_nproc_wrapper(limits.processes), *argv], entry
 
 
 def _fallback_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[str]) -> list[str]:
@@ -871,8 +887,8 @@ def run_in_repo(repo: str | Path, argv: list[str], *, stdin: bytes = b"", limits
     if not ok:
         raise IsolationUnavailable(f"coding commands run only under bubblewrap, which cannot run here ({why}): "
                                    f"{INSTALL_HINT}")
-    return _execute(_sandbox_argv(real, pairs, argv, limits), cwd="/", repo=real, stdin=stdin, limits=limits,
-                    own_userns=True)
+    sandboxed, entry = _sandbox_argv(real, pairs, argv, limits)
+    return _execute(sandboxed, cwd="/", repo=real, stdin=stdin, limits=limits, own_userns=True, entry=entry)
 
 
 @functools.cache
@@ -884,9 +900,9 @@ def sandbox_available() -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="trace-gym-sandbox-probe-") as repo:
         limits = CommandLimits(wall_seconds=60.0)
         try:
-            result = _execute(_sandbox_argv(os.path.realpath(repo), (), python_argv("-c", "pass"), limits),
-                              repo=repo, cwd="/", stdin=b"", limits=limits, own_userns=True)
-        except OSError as exc:
+            sandboxed, entry = _sandbox_argv(os.path.realpath(repo), (), python_argv("-c", "pass"), limits)
+            result = _execute(sandboxed, repo=repo, cwd="/", stdin=b"", limits=limits, own_userns=True, entry=entry)
+        except (OSError, subprocess.SubprocessError) as exc:
             return False, f"bwrap could not be started ({exc})"
     if not result.ok:
         detail = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]

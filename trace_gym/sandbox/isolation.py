@@ -2,9 +2,10 @@
 
 Generated code runs under **bubblewrap** (`bwrap`, Debian package `bubblewrap`) unless the
 fallback is asked for by name: the worker runs in new user, network, PID, IPC, UTS and
-cgroup namespaces as an unprivileged user with no capabilities; it sees the interpreter, the
-shared libraries, site-packages and trace_gym's own sources read-only, the module under
-audit read-only, and nothing else of the file system; its only writable path is a private
+cgroup namespaces as an unprivileged user with no capabilities (host uid 65534 when
+trace-gym runs as root: `trace_gym.sandbox.hostuser`), /proc/sys read-only; it sees the
+interpreter, the shared libraries, site-packages and trace_gym's own sources read-only, the
+module under audit read-only, and nothing else of the file system; its only writable path is a private
 tmpfs at /tmp. It dies with its parent, and every program it starts lives in its PID
 namespace, so nothing it started outlives it. The process limits below apply on top.
 
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gym.errors import InvalidConfig, TraceGymError
+from trace_gym.sandbox import hostuser
 
 MODES = ("bubblewrap", "fallback")
 INSTALL_HINT = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap), or, knowing that it is "
@@ -139,9 +141,11 @@ def bubblewrap_status() -> tuple[bool, str]:
     exe = shutil.which("bwrap")
     if exe is None:
         return False, "bwrap is not installed (Debian package: bubblewrap)"
-    argv = [*_bwrap_prefix(exe, ()), sys.executable, "-c", "import trace_gym.sandbox.worker"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_child_env({}))
+        prefix, entry = _bwrap_prefix(exe, ())
+        argv = [*prefix, sys.executable, "-c", "import trace_gym.sandbox.worker"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_child_env({}),
+                              preexec_fn=None if entry is None else functools.partial(hostuser.enter, entry))
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"bwrap could not be started ({exc})"
     if proc.returncode != 0:
@@ -181,10 +185,12 @@ _SYSTEM_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libexec")
 _TOP_LINKS = ("/lib", "/lib64", "/lib32")
 
 
-def _bwrap_prefix(exe: str, extra_readable: tuple[str, ...]) -> list[str]:
+def _bwrap_prefix(exe: str, extra_readable: tuple[str, ...]) -> tuple[list[str], hostuser.Entry | None]:
+    """bwrap and its options, and what the child does before it when the caller is root
+    (None when it is not): every bind's source where the sandbox's host user finds it."""
     argv = [exe, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--chdir", "/tmp"]
+            "--die-with-parent", "--new-session", "--proc", "/proc", *hostuser.PROC_READ_ONLY, "--dev", "/dev",
+            "--tmpfs", "/tmp", "--chdir", "/tmp"]
     # The shared libraries the interpreter and numpy link against; no /usr/bin, no shell.
     for path in _SYSTEM_DIRS:
         if os.path.isdir(path):
@@ -198,7 +204,9 @@ def _bwrap_prefix(exe: str, extra_readable: tuple[str, ...]) -> list[str]:
         argv += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     for path in [*readable_paths(), *extra_readable]:
         argv += ["--ro-bind", path, path]
-    return argv
+    if not hostuser.drops_privileges():
+        return argv, None
+    return hostuser.rebind(argv)
 
 
 def _child_env(extra: dict[str, str]) -> dict[str, str]:
@@ -222,6 +230,8 @@ class Command:
     cwd: str
     cleanup: str | None = None
     """A temporary directory to remove once the worker has ended (fallback only)."""
+    entry: hostuser.Entry | None = None
+    """What the child does before it execs bwrap when the caller is root (`hostuser.enter`)."""
 
 
 def worker_command(isolation: Isolation, readable: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Command:
@@ -230,11 +240,11 @@ def worker_command(isolation: Isolation, readable: tuple[str, ...] = (), env: di
     python = [sys.executable, "-m", WORKER_MODULE]
     child_env = _child_env(env or {})
     if isolation.sandboxed:
-        argv = _bwrap_prefix(shutil.which("bwrap") or "bwrap", readable)
+        argv, entry = _bwrap_prefix(shutil.which("bwrap") or "bwrap", readable)
         argv.append("--clearenv")
         for key, value in child_env.items():
             argv += ["--setenv", key, value]
-        return Command([*argv, *python], {"PATH": child_env["PATH"]}, "/")
+        return Command([*argv, *python], {"PATH": child_env["PATH"]}, "/", entry=entry)
     cwd = tempfile.mkdtemp(prefix="trace-gym-worker-")
     child_env["HOME"] = cwd
     argv = [*python, "--hook"]
@@ -247,9 +257,13 @@ _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here: nothing is imported between fork and exec
 
 
-def apply_limits(limits: Limits) -> None:
-    """Set the worker's rlimits, and have it killed when its parent dies (so a worker never
-    outlives the process that drives it); runs in the child between fork and exec."""
+def apply_limits(limits: Limits, entry: hostuser.Entry | None = None) -> None:
+    """Become the sandbox's host user when the caller is root (`entry`), set the worker's
+    rlimits, and have it killed when its parent dies (so a worker never outlives the process
+    that drives it; armed after the change of user, which clears it); runs in the child
+    between fork and exec."""
+    if entry is not None:
+        hostuser.enter(entry)
     if limits.cpu_seconds is not None:
         cpu = int(limits.cpu_seconds)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))

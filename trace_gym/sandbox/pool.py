@@ -230,7 +230,7 @@ class Worker:
         # (under bubblewrap, everything it starts dies with its PID namespace anyway).
         self.proc = subprocess.Popen(command.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=command.env, cwd=command.cwd,
-                                     preexec_fn=lambda: apply_limits(limits), close_fds=True,
+                                     preexec_fn=lambda: apply_limits(limits, command.entry), close_fds=True,
                                      start_new_session=True)
         self._out = self.proc.stdout.fileno()
         self._in = self.proc.stdin.fileno()
