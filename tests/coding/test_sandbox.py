@@ -301,6 +301,31 @@ def test_the_private_tmp_holds_at_most_tmp_bytes(repo):
     assert TMP_BYTES < 200 << 20
 
 
+HOLD = ("import os, sys, time\nfor _ in range({n} - 1):\n    if os.fork() == 0:\n        break\n"
+        "block = bytearray({mib} << 20)\nfor i in range(0, len(block), 4096):\n    block[i] = 1\n"
+        "print('held', flush=True)\ntime.sleep(3)")
+
+
+@needs_sandbox
+def test_a_commands_processes_are_capped_together(repo):
+    # Three processes of 400 MiB each: each is far under its own address-space limit, together past 1 GiB.
+    result, took = timed(repo, py(HOLD.format(n=3, mib=400)), limits=CommandLimits(memory_bytes=1 << 30))
+    assert result.limit == "memory" and result.returncode is None and not result.ok, result
+    assert "memory limit" in result.describe() and took < 3
+    # Within the share (1 GiB less /tmp and /dev/shm): all three run to the end.
+    assert sandbox.process_memory(CommandLimits()) == (1 << 30) - TMP_BYTES - (64 << 20)
+    result = run_in_repo(repo, py(HOLD.format(n=3, mib=150)), limits=CommandLimits(memory_bytes=1 << 30))
+    assert result.ok and result.stdout == "held\n" * 3, result
+
+
+@needs_sandbox
+def test_scratch_space_counts_against_the_memory(repo):
+    limits = CommandLimits(memory_bytes=256 << 20)
+    assert sandbox.tmp_bytes(limits) == 64 << 20 and sandbox.shm_bytes(limits) == 32 << 20
+    code = "for i in range(4):\n    open(f'/tmp/big{i}', 'wb').write(b'x' * (30 << 20))"
+    assert "No space left on device" in run_in_repo(repo, py(code), limits=limits).stderr
+
+
 @needs_sandbox
 def test_a_memory_hog_ends_by_memory(repo):
     result = run_in_repo(repo, py("x = bytearray(2 << 30)"), limits=CommandLimits(memory_bytes=1 << 30))

@@ -26,8 +26,14 @@ the PID namespace ends with it, so nothing it started outlives it.
 - CPU time: RLIMIT_CPU, soft `cpu_seconds` (SIGXCPU), hard one second later (SIGKILL). It
   is per process: a command that starts busy children spends at most `cpu_seconds` in each,
   and the wall clock bounds them all.
-- Memory: RLIMIT_AS per process; the /tmp tmpfs holds at most `TMP_BYTES` (or
-  `memory_bytes`, if smaller): N commands at once hold no more than N times that in RAM.
+- Memory, as a whole: the private /tmp and /dev/shm (tmpfs) hold at most `tmp_bytes` and
+  `shm_bytes`, and every 20 ms the memory the command's processes hold is measured (resident
+  sizes summed; past the cap, proportional shares, so that a library or a forked parent's
+  pages count once); past `process_memory` (`memory_bytes` less the two tmpfs) the whole
+  sandbox is killed, so the processes and the scratch space together stay within
+  `memory_bytes` (a command allocating as fast as the
+  machine allows overshoots by what it touches in 20 ms). RLIMIT_AS caps each process's
+  address space at `memory_bytes` too.
 - File size: RLIMIT_FSIZE, the largest file a command may write (SIGXFSZ, or EFBIG for
   Python, which ignores SIGXFSZ). It bounds each file, not their number: the repository's
   size in all is measured every 0.1 s, and past `repo_bytes` the sandbox is killed (a
@@ -119,6 +125,22 @@ _STDIN_CHUNK = 1 << 16
 _SHM_BYTES = 64 << 20
 TMP_BYTES = 128 << 20
 """The most a command's private /tmp holds (a tmpfs: it is memory)."""
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def tmp_bytes(limits: CommandLimits) -> int:
+    """The size of a command's private /tmp: `TMP_BYTES`, or a quarter of its memory if less."""
+    return min(TMP_BYTES, limits.memory_bytes // 4)
+
+
+def shm_bytes(limits: CommandLimits) -> int:
+    """The size of a command's private /dev/shm: 64 MiB, or an eighth of its memory if less."""
+    return min(_SHM_BYTES, limits.memory_bytes // 8)
+
+
+def process_memory(limits: CommandLimits) -> int:
+    """What a command's processes may hold together: its memory less its two tmpfs."""
+    return limits.memory_bytes - tmp_bytes(limits) - shm_bytes(limits)
 _WATCH_PERIOD = 0.02
 _DISK_PERIOD = 0.1  # how often the repository's size is measured while a command runs
 _DRAIN_GRACE = 2.0  # after a kill, how long the dying namespace may hold the pipes
@@ -139,7 +161,8 @@ class CommandLimits:
     cpu_seconds: int = 10
     """CPU time of each process (RLIMIT_CPU; SIGKILL one second after SIGXCPU)."""
     memory_bytes: int = 1 << 30
-    """Address space of each process (RLIMIT_AS), and the size of the sandbox's /tmp."""
+    """What the command's processes and its private /tmp may hold in memory together (and
+    each process's address space, RLIMIT_AS)."""
     file_bytes: int = 64 << 20
     """Largest file a command may write (RLIMIT_FSIZE)."""
     processes: int = 64
@@ -279,13 +302,10 @@ def _masked_dirs() -> tuple[str, ...]:
 
 @functools.cache
 def _bwrap_head() -> tuple[str, ...]:
-    """The namespaces and identity: the argv's start, before the per-command /tmp."""
+    """The namespaces and identity: the argv's start, before the per-command tmpfs."""
     return (shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent",
-            "--new-session", "--proc", "/proc", *hostuser.PROC_READ_ONLY, "--dev", "/dev",
-            # POSIX shared memory and semaphores (multiprocessing) live in /dev/shm: a small
-            # tmpfs of its own, as /dev itself becomes read-only.
-            "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm")
+            "--new-session", "--proc", "/proc", *hostuser.PROC_READ_ONLY, "--dev", "/dev")
 
 
 @functools.cache
@@ -512,6 +532,54 @@ def _tree_tasks(root: int, enough: int) -> int:
     return total
 
 
+def _tree_processes(root: int) -> list[int]:
+    """The processes (thread-group leaders) in the process tree under `root`, `root` included."""
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        found.append(pid)
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                    stack.extend(int(c) for c in fh.read().split())
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def _resident(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _proportional(pid: int) -> int:
+    """The process's proportional set size: each page it maps, divided by how many map it."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return _resident(pid)
+
+
+def _tree_memory(root: int, cap: int) -> int:
+    """The memory the processes under `root` hold: their resident sizes summed (cheap), and
+    where that passes `cap`, their proportional shares (a page shared by n processes counted
+    1/n in each: a library, a forked parent's pages), which is what they hold together."""
+    pids = _tree_processes(root)
+    total = sum(_resident(pid) for pid in pids)
+    return total if total <= cap else sum(_proportional(pid) for pid in pids)
+
+
 # --- running ----------------------------------------------------------------------------------
 
 
@@ -685,8 +753,11 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
         sel.register(pidfd, selectors.EVENT_READ, "exit")
     except (AttributeError, OSError):  # before Linux 5.3: poll for the exit
         pidfd = None
-    exited = timed_out = over_cap = over_disk = False
+    exited = timed_out = over_cap = over_disk = over_memory = False
     next_count = start + _WATCH_PERIOD
+    # All its processes together, beside its /tmp: measured here, killed past the share.
+    memory_cap = process_memory(limits)
+    next_memory = start + _WATCH_PERIOD
     # RLIMIT_FSIZE bounds each file, not their number: a command writing file after file
     # into the repository is measured here and killed past `repo_bytes`.
     next_disk = start + _DISK_PERIOD
@@ -738,6 +809,11 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
                 if _tree_tasks(proc.pid, cap) > cap:
                     over_cap = True
                     break
+            if not exited and now >= next_memory:
+                next_memory = now + _WATCH_PERIOD
+                if _tree_memory(proc.pid, memory_cap) > memory_cap:
+                    over_memory = True
+                    break
             if not exited and now >= next_disk:
                 next_disk = now + _DISK_PERIOD
                 if _tree_bytes(repo, limits.repo_bytes) > limits.repo_bytes:
@@ -745,12 +821,12 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
                     break
             wake = min(deadline, drain_until)
             if not exited:
-                wake = min(wake, next_disk)
+                wake = min(wake, next_disk, next_memory)
             if not exited and (watch or pidfd is None):
                 wake = min(wake, next_count if watch else now + _WATCH_PERIOD)
             for key, _ in sel.select(max(0.0, wake - now)):
                 handle(key)
-        if timed_out or over_cap or over_disk:
+        if timed_out or over_cap or over_disk or over_memory:
             _kill_all(proc, group)
             # The dying namespace holds the pipes until its last process is gone: wait for that.
             drain_until = time.monotonic() + _DRAIN_GRACE
@@ -766,10 +842,10 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
         if pidfd is not None:
             os.close(pidfd)
     proc.returncode = returncode = _exit_code(code)
-    if timed_out or over_cap or over_disk:
+    if timed_out or over_cap or over_disk or over_memory:
         returncode = None
     refused = group.refused_forks() if group is not None else 0
-    limit = "repository size" if over_disk else _which_limit(
+    limit = "repository size" if over_disk else "memory" if over_memory else _which_limit(
         returncode, timed_out, over_cap or refused > 0, usage.ru_utime + usage.ru_stime, limits, bytes(err.tail))
     return CommandResult(returncode, out.text(), err.text(), timed_out, limit)
 
@@ -836,7 +912,10 @@ def _sandbox_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[st
                   limits: CommandLimits) -> tuple[list[str], hostuser.Entry | None]:
     """bwrap's argv, and what the child does before it when the caller is root (None when
     it is not): every bind's source where the sandbox's host user finds it."""
-    out = [*_bwrap_head(), "--size", str(min(limits.memory_bytes, TMP_BYTES)), "--tmpfs", "/tmp", *_bwrap_body(),
+    # POSIX shared memory and semaphores (multiprocessing) live in /dev/shm: a small tmpfs of
+    # its own, as /dev itself becomes read-only.
+    out = [*_bwrap_head(), "--size", str(shm_bytes(limits)), "--tmpfs", "/dev/shm",
+           "--size", str(tmp_bytes(limits)), "--tmpfs", "/tmp", *_bwrap_body(),
            "--bind", repo, SANDBOX_REPO]
     for src, dest in binds:
         out += ["--ro-bind", src, dest]
