@@ -76,9 +76,11 @@ class ToolResult(NamedTuple):
 class Toolset(Mapping[str, Tool]):
     """An ordered, named set of tools over one kind of world."""
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool], max_chars: int | None = None) -> None:
         self._tools = {t.name: t for t in tools}
         self.schemas: list[Schema] = [t.schema for t in self._tools.values()]
+        self.max_chars = max_chars
+        """The most characters one result holds (None: no bound); the rest is dropped, with a note."""
 
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
@@ -91,14 +93,22 @@ class Toolset(Mapping[str, Tool]):
 
     def subset(self, names: Iterable[str]) -> Toolset:
         """The named tools, in the order given (unknown names are a programmer error)."""
-        return Toolset(self._tools[n] for n in names)
+        return Toolset((self._tools[n] for n in names), self.max_chars)
 
     def names(self, kind: ToolKind | None = None) -> list[str]:
         """The names of the tools, in order; only those of `kind` when given."""
         return [n for n, t in self._tools.items() if kind is None or t.kind is kind]
 
     def execute(self, world: Any, name: str, arguments: Any) -> ToolResult:
-        """Run one call. Unknown tools, schema violations and ToolErrors become "Error: ..."."""
+        """Run one call. Unknown tools, schema violations and ToolErrors become "Error: ...";
+        a result longer than `max_chars` is cut."""
+        result = self._execute(world, name, arguments)
+        if self.max_chars is not None and len(result.content) > self.max_chars:
+            dropped = len(result.content) - self.max_chars
+            return ToolResult(f"{result.content[:self.max_chars]}\n[... {dropped} characters dropped]", result.ok)
+        return result
+
+    def _execute(self, world: Any, name: str, arguments: Any) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(

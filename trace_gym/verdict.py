@@ -6,6 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (control characters such as ESC
+    and BEL, line breaks, bidirectional overrides) written as its Python escape, so that text
+    an agent chose (an exception's message) cannot drive a terminal or reorder a line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 class Check(NamedTuple):
     """One verifier check. `credit` is what it contributes to the score. A named tuple
     rather than a frozen dataclass: as immutable, and several times cheaper to build (a
@@ -28,6 +37,9 @@ class Verdict:
         # Rewards lie in [0, 1] (the env contract); a verifier outside that is clipped here.
         # Rounded so that credits adding up to 1 (1/7 seven times) give exactly 1.
         object.__setattr__(self, "score", round(min(1.0, max(0.0, float(self.score))), 9))
+        # Details may quote what an agent wrote: one line each, no control characters.
+        if not all(c.detail.isprintable() for c in self.checks):
+            object.__setattr__(self, "checks", tuple(c._replace(detail=printable(c.detail)) for c in self.checks))
 
     @property
     def passed(self) -> bool:

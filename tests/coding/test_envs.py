@@ -202,10 +202,20 @@ def test_reproduced_means_the_code_ran_before_the_first_edit_of_the_package(envs
             for i, (n, a) in enumerate(pairs)]
 
     edit = ("edit_file", {"path": task.bug_file, "start_line": 1, "end_line": 1, "new_text": "x"})
-    scratch = ("create_file", {"path": "reproduce.py", "content": "import pkg"})
+    scratch = ("create_file", {"path": "reproduce.py", "content": f"from {task.package} import *"})
+    idle = ("create_file", {"path": "idle.py", "content": "print('nothing of the package')"})
     repo = Repo(dict(task.files))
-    for conversation, ran in ((calls(("run_command", {"command": "ls -la"}), edit), False),
-                              (calls(scratch, ("run_command", {"command": "python reproduce.py"}), edit), True),
+
+    def command(text):
+        return ("run_command", {"command": text})
+
+    for conversation, ran in ((calls(command("ls -la"), edit), False),
+                              (calls(scratch, command("python reproduce.py"), edit), True),
+                              (calls(command("python -c pass"), edit), False),
+                              (calls(command("python3 -c 'print(1)' && true"), edit), False),
+                              (calls(idle, command("python idle.py"), edit), False),
+                              (calls(command(f"python -c 'import {task.package}'"), edit), True),
+                              (calls(command("python -m pytest -q tests"), edit), True),
                               (calls(("run_tests", {}), edit), True),
                               (calls(edit, ("run_tests", {})), False)):
         checks = {c.name: c.passed for c in process_checks(task, repo, repo, conversation)}
@@ -249,3 +259,52 @@ def test_a_name_longer_than_a_file_system_takes_is_refused(envs):
         obs = env.step({"name": "create_file", "arguments": {"path": f"{env.task.package}/{name}", "content": "x"}})[0]
         assert obs[-1]["content"].startswith("Error:")
     assert env.step({"name": "submit", "arguments": {}})[1] == 0.0  # and the verifier still runs
+
+
+DEEP = 30_000
+PRINT_DEEP = (f"deep = '[' * {DEEP} + ']' * {DEEP}\n"
+              "print(chr(30) + '{\"i\": 0, \"file\": \"tests/test_issue.py\", \"test\": \"t\", \"value\": ' + deep + '}')\n"
+              "print(chr(30) + '{\"i\": 0, \"file\": \"tests/test_issue.py\", \"test\": \"t\", \"passed\": true, "
+              "\"error\": ' + deep + '}')\n")
+
+
+@pytest.mark.parametrize("env_id", [DOMAIN.target_env_id, "trace/issue_reproduction-v0"])
+def test_a_result_line_nested_too_deep_voids_its_test_and_never_raises(envs, env_id):
+    env = envs[env_id]
+    env.reset(seed=7)
+    task = env.task
+    if env_id == DOMAIN.target_env_id:  # printed by the package when the hidden tests import it
+        init = f"{task.package}/__init__.py"
+        action = {"name": "create_file", "arguments": {"path": init, "content": PRINT_DEEP + task.files[init]}}
+    else:  # printed by the agent's own test
+        action = {"name": "create_file", "arguments": {"path": "tests/test_issue.py",
+                                                       "content": PRINT_DEEP + "\ndef test_t():\n    pass\n"}}
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert not terminated and "Error" not in obs[-1]["content"], obs[-1]["content"][:300]
+    _, reward, terminated, _, info = env.step({"name": "submit", "arguments": {}})
+    assert terminated and reward == 0.0, info["verdict"]
+    assert len(json.dumps(info["verdict"])) < 20_000
+
+
+def test_the_reading_tools_output_is_bounded_like_a_commands(envs):
+    from trace_gym.coding.tools import OUTPUT_CHARS
+
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=8)
+    write = ("open('wide.py', 'w').write(('x = ' + chr(39) + 'y' * 80000 + chr(39) + chr(10)) * 3); "
+             "open('many.py', 'w').write(''.join(f'z{i} = 1  # needle' + chr(10) for i in range(5000)))")
+    obs, *_ = env.step({"name": "run_command", "arguments": {"command": f'python -c "{write}"'}})
+    assert obs[-1]["content"].startswith("exit status 0"), obs[-1]["content"][:300]
+    for action in ({"name": "open_file", "arguments": {"path": "wide.py"}},
+                   {"name": "search", "arguments": {"query": "y"}},
+                   {"name": "search", "arguments": {"query": "needle"}},
+                   {"name": "open_file", "arguments": {"path": "many.py"}},
+                   {"name": "open_file", "arguments": {"path": "x" * 100_000}},
+                   {"name": "list_files", "arguments": {}}):
+        obs, *_ = env.step(action)
+        text = obs[-1]["content"]
+        assert len(text) <= OUTPUT_CHARS + 100, (action["name"], len(text))
+    obs, *_ = env.step({"name": "open_file", "arguments": {"path": "wide.py"}})
+    assert "characters of this line dropped" in obs[-1]["content"]
+    obs, *_ = env.step({"name": "open_file", "arguments": {"path": "x" * 100_000}})
+    assert obs[-1]["content"].endswith("characters dropped]")

@@ -23,6 +23,16 @@ MAX_HITS = 40
 """Lines `search` shows."""
 MAX_EDIT_CHARS = 20_000
 """Longest text one edit may put in."""
+OUTPUT_CHARS = 32 << 10
+"""The most characters any tool's result holds, as a command keeps 32 KiB of each stream."""
+LINE_CHARS = 500
+"""The most characters `open_file` and `search` show of one line."""
+
+
+def _line(text: str) -> str:
+    if len(text) <= LINE_CHARS:
+        return text
+    return f"{text[:LINE_CHARS]} [... {len(text) - LINE_CHARS} characters of this line dropped]"
 
 
 def _existing(repo: Repo, path: str) -> str:
@@ -62,7 +72,7 @@ def open_file(repo: Repo, path: str, line: int = 1) -> str:
     if line < 1 or line > len(lines):
         raise ToolError(f"line {line} is outside {clean} (lines 1-{len(lines)})")
     end = min(len(lines), line + WINDOW - 1)
-    body = "\n".join(f"{n:4d}| {lines[n - 1]}" for n in range(line, end + 1))
+    body = "\n".join(f"{n:4d}| {_line(lines[n - 1])}" for n in range(line, end + 1))
     return f"[{clean}: lines {line}-{end} of {len(lines)}]\n{body}"
 
 
@@ -84,7 +94,7 @@ def search(repo: Repo, query: str, path: str = ".") -> str:
             continue
         for n, text in enumerate(repo.files[p].splitlines(), 1):
             if query in text:
-                hits.append(f"{p}:{n}: {text.strip()}")
+                hits.append(f"{p}:{n}: {_line(text.strip())}")
     if not hits:
         return f"no line contains {query!r}"
     more = f"\n[{len(hits) - MAX_HITS} more]" if len(hits) > MAX_HITS else ""
@@ -169,7 +179,8 @@ def submit(repo: Repo) -> str:
     return "Submitted."
 
 
-TOOLS = Toolset([list_files, open_file, search, edit_file, create_file, run_command, run_tests, submit])
+TOOLS = Toolset([list_files, open_file, search, edit_file, create_file, run_command, run_tests, submit],
+                max_chars=OUTPUT_CHARS)
 """Every coding tool, in the order the agent sees them."""
 RUNS = frozenset({"run_command", "run_tests"})
 """The tools that run code."""

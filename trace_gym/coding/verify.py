@@ -11,8 +11,8 @@ line fails its test.
 
 `verify_fix` is coding-v0's verifier: reward 1.0 when every hidden test (FAIL_TO_PASS and
 PASS_TO_PASS) passes, else 0; two checks of credit 0 record what the labeller reads
-(`localized`: the agent changed the file holding the bug; `reproduced`: it ran code before
-its first edit).
+(`localized`: the agent changed the file holding the bug; `reproduced`: it ran the package's
+code before its first edit).
 """
 
 from __future__ import annotations
@@ -35,14 +35,45 @@ def package_files(task: CodingTask, files: dict[str, str]) -> dict[str, str]:
     return {p: t for p, t in files.items() if p.startswith(prefix) and p.endswith(".py")}
 
 
+MAX_DEPTH = 64
+"""How deeply a result record may nest; a deeper one is unreadable (so its test fails)."""
+
+
+def _nesting(text: str) -> int:
+    """How deeply the JSON in `text` nests, counted on its brackets (strings skipped), so
+    that a line nested 30,000 deep is refused before a recursive parser meets it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def marked_lines(stdout: str) -> list[dict[str, Any]]:
-    """The runner's result records in `stdout` (lines starting with its mark); others ignored."""
+    """The runner's result records in `stdout` (lines starting with its mark); others, and
+    records that are not JSON objects nested at most MAX_DEPTH deep, are ignored."""
     records = []
     for line in stdout.split("\n"):  # not splitlines(): it splits at the mark (\x1e) too
         if line.startswith(MARK):
+            body = line[len(MARK):]
+            if ("[" in body or "{" in body) and _nesting(body) > MAX_DEPTH:
+                continue
             try:
-                record = json.loads(line[len(MARK):])
-            except ValueError:
+                record = json.loads(body)
+            except (ValueError, RecursionError):
                 continue
             if isinstance(record, dict):
                 records.append(record)
@@ -81,15 +112,31 @@ def test_checks(task: CodingTask, files: dict[str, str]) -> list[Check]:
 
 _RUNS_CODE = re.compile(r"(^|[;&|(]|&&|\|\|)\s*(python3?|pytest|tox|nosetests|\./)")
 """A command word that runs code: at the start of the command or after ; & | ( (not "echo python")."""
+_RUNS_TESTS = re.compile(r"(^|[;&|(]|&&|\|\||-m\s)\s*(pytest|tox|nosetests)\b")
+_SCRIPT = re.compile(r"[\w./-]+\.(?:py|sh)\b")
 
 
-def _runs_code(name: str, arguments: Any) -> bool:
-    """A call that runs the package's code: run_tests, or a command running Python, pytest,
-    tox, nose or a ./script (`ls` or `cat` is reading, not reproducing)."""
+def _runs_package(package: str, name: str, arguments: Any, files: dict[str, str]) -> bool:
+    """A call that runs the package's code: run_tests; a command running the test tools
+    (pytest, tox, nose: the repository's tests import the package); or a command running
+    Python or a ./script whose text, or that of a script it names (as `files` holds it then),
+    names the package (`python -c pass` runs no code of the package; `ls` or `cat` is
+    reading, not reproducing)."""
     if name == "run_tests":
         return True
     command = arguments.get("command") if isinstance(arguments, dict) else None
-    return name == "run_command" and isinstance(command, str) and bool(_RUNS_CODE.search(command))
+    if name != "run_command" or not isinstance(command, str) or not _RUNS_CODE.search(command):
+        return False
+    if _RUNS_TESTS.search(command):
+        return True
+    mentions = re.compile(rf"\b{re.escape(package)}\b")
+    if mentions.search(command):
+        return True
+    for path in _SCRIPT.findall(command):
+        text = files.get(path.removeprefix("./").removeprefix("/repo/"))
+        if isinstance(text, str) and mentions.search(text):
+            return True
+    return False
 
 
 def _edits_code(task: CodingTask, name: str, arguments: Any) -> bool:
@@ -105,7 +152,13 @@ def process_checks(task: CodingTask, initial: Repo, final: Repo, messages: list[
     changed = initial.files.get(task.bug_file) != final.files.get(task.bug_file)
     calls = [(name, args) for m in messages if m.get("role") == "assistant" for name, args in msg.tool_calls_of(m)]
     first_edit = next((i for i, (n, a) in enumerate(calls) if _edits_code(task, n, a)), len(calls))
-    ran_first = any(_runs_code(n, a) for n, a in calls[:first_edit])
+    files, ran_first = dict(initial.files), False
+    for name, args in calls[:first_edit]:
+        if name == "create_file" and isinstance(args, dict) and isinstance(args.get("path"), str):
+            files[args["path"].removeprefix("./")] = args.get("content")
+        elif _runs_package(task.package, name, args, files):
+            ran_first = True
+            break
     return [Check("localized", changed, 0.0, f"the bug is in {task.bug_file}"),
             Check("reproduced", ran_first, 0.0, "the code ran before its first edit" if ran_first
                   else "the code did not run before its first edit")]
