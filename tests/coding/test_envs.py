@@ -308,3 +308,76 @@ def test_the_reading_tools_output_is_bounded_like_a_commands(envs):
     assert "characters of this line dropped" in obs[-1]["content"]
     obs, *_ = env.step({"name": "open_file", "arguments": {"path": "x" * 100_000}})
     assert obs[-1]["content"].endswith("characters dropped]")
+
+
+def test_the_blind_search_fixes_a_one_slip_bug_yet_no_generated_one(envs):
+    from trace_gym.coding.mutate import one_edit_away
+    from trace_gym.coding.repo import load, module_sources, outcome, same_outcome
+    from trace_gym.testing.search import search_fix
+
+    env = envs[DOMAIN.target_env_id]
+    env.reset(seed=11)
+    task = env.task.to_json()
+    # Not vacuous: one generic slip in the correct package is found and undone from the snippet.
+    fixed = env.task.fixed_files
+    lines = fixed[task["bug_file"]].splitlines(keepends=True)
+    import ast
+
+    node = next(n for n in ast.parse(fixed[task["bug_file"]]).body
+                if isinstance(n, ast.FunctionDef) and n.name == task["bug_function"])
+    for tree in one_edit_away("".join(lines[node.lineno - 1:node.end_lineno])):
+        slipped = {**fixed, task["bug_file"]: "".join(lines[:node.lineno - 1]) + ast.unparse(tree) + "\n"
+                   + "".join(lines[node.end_lineno:])}
+        try:
+            modules = load(task["package"], module_sources(task["package"], slipped))
+        except Exception:
+            continue
+        got = outcome(getattr(modules[task["api_module"]], task["api_function"]), task["snippet_args"])
+        if not same_outcome(got, task["snippet_expected"]):
+            break
+    found = search_fix({**task, "files": slipped})
+    assert found is not None
+    modules = load(task["package"], module_sources(task["package"], {**slipped, found[0]: found[1]}))
+    assert same_outcome(outcome(getattr(modules[task["api_module"]], task["api_function"]), task["snippet_args"]),
+                        task["snippet_expected"])
+    # On the generated bugs, what it finds (if anything) fails a hidden test.
+    policy, bound = FIX_BOUNDED["mutation_search"]
+    rewards = [play(env, seed, policy)[0] for seed in SEEDS]
+    assert sum(rewards) / len(rewards) <= bound and max(rewards) == 0.0
+
+
+def test_the_reproduction_decoy_changes_the_package_where_the_fix_does(envs):
+    from trace_gym.coding.repo import load, module_sources, outcome, same_outcome, second_bug, visible_tests_pass
+
+    env = envs["trace/issue_reproduction-v0"]
+    where = 0
+    for seed in SEEDS:
+        env.reset(seed=seed)
+        task = env.task
+        decoy = second_bug(task)
+        assert decoy is not None
+        modules = load(task.package, module_sources(task.package, decoy))
+        got = outcome(getattr(modules[task.api_module], task.api_function), task.snippet_args)
+        assert "value" in got and not same_outcome(got, task.snippet_expected)
+        before, after = task.files[task.bug_file].splitlines(), decoy[task.bug_file].splitlines()
+        top = next(i for i, (a, b) in enumerate(zip(before + [None], after + [None])) if a != b)
+        bottom = next(i for i, (a, b) in enumerate(zip(before[::-1] + [None], after[::-1] + [None])) if a != b)
+        where += ({p for p in decoy if decoy[p] != task.files.get(p)} == {task.bug_file}
+                  and top + 1 >= task.fix_start - 1 and len(before) - bottom <= task.fix_end + 1
+                  and visible_tests_pass(task, modules))
+    assert where >= 0.6 * len(SEEDS)
+
+
+def test_a_test_that_only_checks_how_the_package_changed_earns_little_and_would_earn_on_the_old_decoy(envs, monkeypatch):
+    from trace_gym.coding import repo
+    from trace_gym.testing.coding import REPRODUCTION_BOUNDED
+
+    env = envs["trace/issue_reproduction-v0"]
+    policy, bound = REPRODUCTION_BOUNDED["snapshot_diff"]
+    rewards = [play(env, seed, policy)[0] for seed in SEEDS]
+    assert sum(rewards) / len(rewards) <= bound
+    # The decoy of before (the fix with a second edit of its own elsewhere) lets it through.
+    monkeypatch.setattr(repo, "_span_candidates", lambda task, fixed: iter(()))
+    monkeypatch.setattr(repo, "_DECOYS", {})
+    rewards = [play(env, seed, policy)[0] for seed in SEEDS]
+    assert sum(rewards) / len(rewards) >= 0.5

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from trace_gym.rng import Rng
@@ -315,3 +316,88 @@ def rename(tree: ast.Module, chosen: dict[str, str], attributes: frozenset[str])
     """`tree` with every name (variables, parameters, functions, classes, and the attributes
     in `attributes`) renamed as `chosen` maps it; other names stay."""
     return _Rename(chosen, attributes).visit(tree)
+
+
+# -- what a search that knows no template tries --------------------------------------------
+
+_COMPARE_OPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_ARITH_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
+_CONDITIONS = (ast.If, ast.IfExp, ast.While, ast.Assert)
+
+
+def _edits_at(node: ast.AST, in_loop: bool) -> list[tuple[str, object]]:
+    """The generic edits of one node, as (what, argument) pairs `_apply` makes."""
+    if in_loop:  # any other edit could make the loop endless (the callers run the code in process)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _STRICT:
+            return [("compare", _STRICT[type(node.ops[0])])]
+        return []
+    out: list[tuple[str, object]] = []
+    if _is_int(node):
+        value = node.value
+        out += [("constant", v) for v in dict.fromkeys((value + 1, value - 1, value + 2, value - 2, 0, -value,
+                                                        value * 10, value // 10)) if v != value]
+    elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE_OPS:
+        out += [("compare", op) for op in _COMPARE_OPS if op is not type(node.ops[0])]
+    elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITH_OPS:
+        out += [("operator", op) for op in _ARITH_OPS if op is not type(node.op)]
+    elif isinstance(node, ast.BoolOp):
+        out.append(("boolop", None))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        out.append(("unnot", None))
+    elif isinstance(node, ast.Call):
+        positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+        if len(positional) == len(node.args) >= 2:
+            out += [("swap", i) for i in range(len(node.args) - 1)]
+    elif _guard(node):
+        out.append(("drop", None))
+    if isinstance(node, _CONDITIONS) and not isinstance(node, ast.While):
+        out.append(("negate", None))
+    return out
+
+
+def _apply(tree: ast.Module, index: int, what: str, arg: object) -> ast.Module:
+    """`tree` with one generic edit made, in place (new nodes take the positions of those
+    they replace: no pass over the whole tree, which would cost more than the edit)."""
+    node, _ = _nodes(tree)[index]
+    if what == "constant":
+        node.value = arg
+    elif what == "compare":
+        node.ops = [arg()]
+    elif what == "operator":
+        node.op = arg()
+    elif what == "boolop":
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif what == "swap":
+        node.args[arg], node.args[arg + 1] = node.args[arg + 1], node.args[arg]
+    elif what == "negate":
+        target = node.test
+        node.test = target.operand if isinstance(target, ast.UnaryOp) and isinstance(target.op, ast.Not) \
+            else ast.copy_location(ast.UnaryOp(ast.Not(), target), target)
+    else:  # "unnot" takes the operand's place, "drop" leaves a guard's place empty
+        _Replace(node, node.operand if what == "unnot" else None).visit(tree)
+        if what == "drop":
+            for parent in ast.walk(tree):
+                if getattr(parent, "body", None) == []:
+                    parent.body.append(ast.copy_location(ast.Pass(), node))
+    return tree
+
+
+def _inside(node: ast.AST, lines: range) -> bool:
+    """True when `node` has a position and lies on `lines` (1-based)."""
+    start = getattr(node, "lineno", None)
+    return start is not None and start in lines and (getattr(node, "end_lineno", None) or start) in lines
+
+
+def one_edit_away(source: str, lines: range | None = None) -> Iterator[ast.Module]:
+    """Every tree one generic edit away from `source`'s, lazily: a comparison made any other,
+    an arithmetic operator any other, an integer constant plus or minus 1 or 2, 0, negated,
+    times or divided by 10, `and` and `or` swapped, a `not` dropped, a condition negated,
+    neighbouring call arguments swapped, a guard clause dropped (inside a while loop, only a
+    comparison made strict). This is what a search for a fix that knows no template tries,
+    wider than the bug kinds; the generator refuses a bug that one of these undoes on the
+    issue's call, and the kit plays that search as an adversary. `lines`: only edits of
+    nodes on those lines of `source`. (Each tree is parsed anew: cheaper than a deep copy.)"""
+    edits = [(index, what, arg) for index, (node, in_loop) in enumerate(_nodes(ast.parse(source)))
+             if lines is None or _inside(node, lines) for what, arg in _edits_at(node, in_loop)]
+    for index, what, arg in edits:
+        yield _apply(ast.parse(source), index, what, arg)

@@ -8,19 +8,24 @@ Generation, all from the seed's `Rng`:
    module, function, parameter and local (`templates.NAMES`), and the order of each
    module's functions; each function restyled (`mutate.restyle`). Templates marked
    `held_out` are in the package only on test seeds (`held_out=True`);
-2. the function the issue's snippet calls, and one bug: a random edit at a random site of
-   one function's syntax tree (`mutate.sites`), or (`KNOB_BUG_SHARE` of the functions with
-   a knob) the code of another knob value under the seed's docstring, which is code a
-   correct package of another seed holds; in the issue's function or in one it calls,
-   directly or through another (the bug then shows one or two calls away from where it
-   lives), drawn so that the call graph alone does not tell which (`_issue_and_bug`). On
-   test seeds, half the issues call a held-out function where one can;
-3. the package evaluated in this process twice, correct and buggy (the templates are
-   trace-gym's own code, never an agent's), to find inputs where the two differ: one for
-   the issue's snippet and `FAIL_TO_PASS` tests on three others; `PASS_TO_PASS` tests on
-   inputs where they agree, across the other functions; visible tests (in the repo) on
-   agreeing inputs only, so they pass before the fix, as a project's suite does. An edit
-   that shows on too few inputs is not a bug; another site is drawn;
+2. the function the issue's snippet calls, and one bug of two slips in one function: a
+   random edit at a random site of its syntax tree (`mutate.sites`), or (`KNOB_BUG_SHARE`
+   of the functions with a knob) the code of another knob value under the seed's
+   docstring, which is code a correct package of another seed holds; then a second edit at
+   a site on another line. The function is the issue's or one it calls, directly or
+   through another (the bug then shows one or two calls away from where it lives), drawn
+   so that the call graph alone does not tell which (`_issue_and_bug`). On test seeds,
+   half the issues call a held-out function where one can;
+3. the package evaluated in this process (the templates are trace-gym's own code, never an
+   agent's), correct, buggy and with the first slip only, to find inputs: the issue's
+   snippet on one where the three differ (each slip shows), `FAIL_TO_PASS` tests on three
+   where the bug shows; `PASS_TO_PASS` tests on inputs where correct and buggy agree, across
+   the other functions; visible tests (in the repo) on agreeing inputs only, so they pass
+   before the fix, as a project's suite does. A bug that one generic edit of its function
+   (`mutate.one_edit_away`) undoes on the snippet's and the FAIL_TO_PASS inputs is refused,
+   and so is one that shows on too few inputs: a search that reads nothing but the
+   snippet finds at best an edit that fails a hidden test. (Where no drawn bug passes in
+   250 tries, about one seed in 2,000, two slips are taken without these two conditions);
 4. the issue: the snippet, what it gives and what the user expected; never a file, a
    module or a line.
 
@@ -32,14 +37,16 @@ made here (`trace_gym.coding.verify`).
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, near_returns, rename, restyle, sites
+from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, near_returns, one_edit_away, rename, restyle, sites
 from trace_gym.coding.runner import exception_name
 from trace_gym.coding.templates import (
     ATTRIBUTES,
@@ -56,12 +63,16 @@ from trace_gym.coding.templates import (
     rename_prose,
 )
 from trace_gym.errors import InternalError
+from trace_gym.jsondata import copy_json
 from trace_gym.rng import Rng
 
 _ADJECTIVES = ("tidy", "brisk", "quiet", "amber", "lucky", "swift", "plain", "merry", "noble", "sunny", "keen")
 _NOUNS = ("ledger", "otter", "kettle", "harbor", "lantern", "meadow", "comet", "parcel", "quill", "willow")
 CANDIDATES = 400
 """Argument lists drawn per function when looking for inputs where the bug shows."""
+HALF_CANDIDATES = 60
+"""Argument lists drawn per candidate bug when looking for a snippet on which each of its
+two slips shows (a pair of slips that shows together on none of them is drawn again)."""
 F2P_TESTS = 3
 """Hidden FAIL_TO_PASS tests per task (inputs other than the snippet's)."""
 P2P_TESTS = 8
@@ -266,6 +277,14 @@ def _relative_imports(source: str) -> list[str]:
             for name in line.removeprefix("from . import ").split(",")]
 
 
+@functools.lru_cache(maxsize=512)
+def _compiled(src: str, name: str) -> types.CodeType:
+    """A module's code, its `from . import` lines blanked (a generation loads the same
+    modules many times over: all but the buggy one are the same text)."""
+    code = "\n".join("" if line.startswith("from . import") else line for line in src.splitlines())
+    return compile(code, name, "exec")
+
+
 def load(package: str, sources: dict[str, str]) -> dict[str, types.ModuleType]:
     """The package's modules (name -> text) run in this process as module objects of their
     own (nothing enters sys.modules); `from . import x` lines are resolved from the modules
@@ -281,19 +300,34 @@ def load(package: str, sources: dict[str, str]) -> dict[str, types.ModuleType]:
             mod = types.ModuleType(f"{package}.{name}")
             for dep in _relative_imports(src):
                 setattr(mod, dep, modules[dep])
-            code = "\n".join("" if line.startswith("from . import") else line for line in src.splitlines())
-            exec(compile(code, mod.__name__, "exec"), mod.__dict__)  # noqa: S102 - trace-gym's own templates
+            exec(_compiled(src, mod.__name__), mod.__dict__)  # noqa: S102 - trace-gym's own templates
             modules[name] = mod
     return modules
+
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _as_json(value: Any) -> Any:
+    """`value` as a JSON round trip gives it back (tuples become lists), without the text in
+    between for the shapes the templates return; anything else goes through JSON."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list or kind is tuple:
+        return [_as_json(v) for v in value]
+    if kind is dict and all(type(k) is str for k in value):
+        return {k: _as_json(v) for k, v in value.items()}
+    return json.loads(json.dumps(value))
 
 
 def outcome(fn: Any, args: list[Any]) -> dict[str, Any]:
     """What a call gives, as the runner reports it: {"value": JSON} or {"raises": name}."""
     try:
-        value = fn(*json.loads(json.dumps(args)))
+        value = fn(*copy_json(args))
     except Exception as exc:  # the outcome of a call is data here
         return {"raises": exception_name(exc)}
-    return {"value": json.loads(json.dumps(value))}
+    return {"value": _as_json(value)}
 
 
 def same_outcome(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -373,13 +407,16 @@ def generate(rng: Rng, away_share: float = AWAY_SHARE, held_out: bool = False) -
     correct_src = {m.name: module_source(lay, m) for m in MODULES}
     correct = load(lay.package, {lay.chosen[m]: src for m, src in correct_src.items()})
     callees = _callees(lay.functions)
-    for _ in range(PAIRS):
-        api, target = _issue_and_bug(rng, lay.functions, callees, away_share, held_out)
-        for _ in range(TRIES):
-            task = _with_bug(rng, lay, correct_src, correct, target, api)
-            if task is not None:
-                return task
-    raise InternalError(f"no edit showed as a bug on its drawn inputs in {PAIRS} x {TRIES} tries")
+    # Strict first: a snippet on which both slips show, and no single generic edit fixing the
+    # reported inputs. Where no drawn bug is both (about 1 seed in 2,000), any two slips.
+    for strict in (True, False):
+        for _ in range(PAIRS):
+            api, target = _issue_and_bug(rng, lay.functions, callees, away_share, held_out)
+            for _ in range(TRIES):
+                task = _with_bug(rng, lay, correct_src, correct, target, api, strict)
+                if task is not None:
+                    return task
+    raise InternalError(f"no edit showed as a bug on its drawn inputs in 2 x {PAIRS} x {TRIES} tries")
 
 
 def _pick_site(rng: Rng, source: str) -> Site | None:
@@ -394,9 +431,9 @@ def _pick_site(rng: Rng, source: str) -> Site | None:
 
 
 def _buggy_body(rng: Rng, lay: Layout, target: FunctionTemplate) -> tuple[str, str] | None:
-    """(the target's source with a bug, the bug's kind): on `KNOB_BUG_SHARE` of the functions
-    with a knob, the code of another knob value under the seed's words; otherwise an edit
-    at a drawn site. None when the function has no site."""
+    """(the target's source with its first slip, the slip's kind): on `KNOB_BUG_SHARE` of the
+    functions with a knob, the code of another knob value under the seed's words; otherwise
+    an edit at a drawn site. None when the function has no site."""
     knobs = knobs_in(target.source)
     if knobs and rng.chance(KNOB_BUG_SHARE):
         name = rng.choice(knobs)
@@ -408,25 +445,102 @@ def _buggy_body(rng: Rng, lay: Layout, target: FunctionTemplate) -> tuple[str, s
     return ast.unparse(mutate(ast.parse(lay.bodies[target.name]), site)) + "\n", site.kind
 
 
+def _second_slip(rng: Rng, correct: str, source: str) -> str | None:
+    """`source` (the function with its first slip) with a second edit at a drawn site on the
+    lines where it differs from `correct` (anywhere, where none is there), so that an input
+    which meets one slip meets the other; None when it has no site."""
+    ours, theirs = source.splitlines(), correct.splitlines()
+    changed = {i + 1 for i, line in enumerate(ours) if i >= len(theirs) or line != theirs[i]}
+    tree = ast.parse(source)
+    nodes = _node_lines(tree)
+    near = [site for site in sites(tree) if nodes[site.node] and not nodes[site.node] & changed]
+    found = near or sites(tree)
+    if not found:
+        return None
+    kinds = sorted({s.kind for s in found}, key=BUG_KINDS.index)
+    kind = rng.choice(kinds)
+    site = rng.choice([s for s in found if s.kind == kind])
+    return ast.unparse(mutate(tree, site)) + "\n"
+
+
+def _node_lines(tree: ast.AST) -> list[set[int]]:
+    """The lines each node of `mutate`'s order spans (empty for nodes without a position)."""
+    from trace_gym.coding.mutate import _nodes
+
+    return [set(range(n.lineno, (getattr(n, "end_lineno", None) or n.lineno) + 1)) if hasattr(n, "lineno") else set()
+            for n, _ in _nodes(tree)]
+
+
+def _one_edit_fixes(module: types.ModuleType, name: str, source: str, fixed: Any) -> bool:
+    """True when one generic edit of the function `name` (its buggy `source`, defined in
+    `module`; `mutate.one_edit_away`) makes `fixed()` true: the bug would yield to a search
+    that reads nothing. The module is left as it was."""
+    namespace = module.__dict__
+    original = namespace[name]
+    try:
+        for tree in one_edit_away(source):
+            try:
+                exec(compile(tree, module.__name__, "exec"), namespace)  # noqa: S102 - trace-gym's own templates
+            except Exception:  # noqa: S112 - an edit whose definition fails is no fix
+                continue
+            if fixed():
+                return True
+    finally:
+        namespace[name] = original
+    return False
+
+
 def _with_bug(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[str, types.ModuleType],
-              target: FunctionTemplate, api: FunctionTemplate) -> CodingTask | None:
+              target: FunctionTemplate, api: FunctionTemplate, strict: bool = True) -> CodingTask | None:
+    """A task whose bug is two slips in the target function, or None when the drawn bug does
+    not pass (`strict`: the conditions of the module docstring's step 3)."""
     drawn = _buggy_body(rng, lay, target)
     if drawn is None:
         return None
-    buggy_body, kind = drawn
+    first_body, kind = drawn
+    buggy_body = _second_slip(rng, lay.bodies[target.name], first_body)
+    if buggy_body is None:
+        return None
+    return _task_with(rng, lay, correct_src, correct, target, api, kind, buggy_body, first_body, strict)
+
+
+def _task_with(rng: Rng, lay: Layout, correct_src: dict[str, str], correct: dict[str, types.ModuleType],
+               target: FunctionTemplate, api: FunctionTemplate, kind: str, buggy_body: str, first_body: str | None,
+               strict: bool) -> CodingTask | None:
+    """The task with `buggy_body` as the target's source (`first_body`: its first slip alone,
+    when it has two), or None when the bug does not pass."""
     module = FUNCTIONS[target.name][0]
     buggy_src = dict(correct_src)
     buggy_src[module.name] = module_source(lay, module, (target.name, buggy_body))
     named = {lay.chosen[m]: src for m, src in buggy_src.items()}
     try:
         buggy = load(lay.package, named)
+        half = None
+        if first_body is not None and strict:
+            half_src = {**correct_src, module.name: module_source(lay, module, (target.name, first_body))}
+            half = load(lay.package, {lay.chosen[m]: src for m, src in half_src.items()})
     except Exception:  # an edit that breaks the module's own definitions is not the bug we want
         return None
     api_module, api_name = lay.module_of(api), lay.name_of(api)
-    showing = _inputs(rng, api, lay, correct[api_module], buggy[api_module], differ=True)
+    # The snippet: an input on which the bug shows (each slip of two); the FAIL_TO_PASS tests: others.
+    showing = _inputs(rng, api, lay, correct[api_module], buggy[api_module], differ=True, want=1,
+                      half=None if half is None else half[api_module],
+                      candidates=CANDIDATES if half is None else HALF_CANDIDATES)
+    if not showing:
+        return None
+    showing += _inputs(rng, api, lay, correct[api_module], buggy[api_module], differ=True, want=1 + F2P_TESTS)
+    showing = [args for i, args in enumerate(showing) if args not in showing[:i]]
     if len(showing) < 1 + F2P_TESTS:
         return None
     snippet_args, f2p_args = showing[0], showing[1:1 + F2P_TESTS]
+    # No single generic edit of the buggy function gives the right outcome on the snippet and
+    # every FAIL_TO_PASS input: an edit a search finds from the snippet alone fails a hidden test.
+    api_fn = getattr(correct[api_module], api_name)
+    cases = [(args, outcome(api_fn, args)) for args in [snippet_args, *f2p_args]]
+    if strict and _one_edit_fixes(buggy[lay.module_of(target)], lay.name_of(target), buggy_body,
+                                  lambda: all(same_outcome(outcome(getattr(buggy[api_module], api_name), args), want)
+                                              for args, want in cases)):
+        return None
     hidden = [HiddenTest(f"test_{api_name}_reported_{i}", "f2p", api_module, api_name, args,
                          outcome(getattr(correct[api_module], api_name), args)) for i, args in enumerate(f2p_args)]
     # PASS_TO_PASS: other functions (and the reported one where the bug does not show)
@@ -466,16 +580,140 @@ def _edits(segment: str, expected: dict[str, Any]) -> list[str]:
     return out + [ast.unparse(near_returns(ast.parse(segment), kind)) + "\n"]
 
 
+def visible_tests_pass(task: CodingTask, modules: dict[str, types.ModuleType]) -> bool:
+    """Whether every visible test of the task's repository (trace-gym's own tests/test_*.py,
+    as `_visible_tests` writes them) passes on the package `modules`, run in this process."""
+    for path, text in task.files.items():
+        if not (path.startswith("tests/test_") and path.endswith(".py")):
+            continue
+        namespace: dict[str, Any] = {}
+        code = "\n".join(line for line in text.splitlines() if not line.startswith(f"from {task.package} import "))
+        namespace.update({name: modules[name] for name in modules})
+        try:
+            exec(compile(code, path, "exec"), namespace)  # noqa: S102 - trace-gym's own tests
+            for name in sorted(n for n in namespace if n.startswith("test_")):
+                namespace[name]()
+        except Exception:  # noqa: BLE001 - a failing test is the answer here
+            return False
+    return True
+
+
+def _span_candidates(task: CodingTask, fixed: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Packages that differ from the buggy one only where the fix does (the lines it
+    replaces, and a line on either side: one run of changed lines, as the fix's), lazily:
+    the fix made on some of its changed lines only (one slip of two put right), then
+    the fixed function, then the buggy one, each with one edit (a generic one,
+    `mutate.one_edit_away`; a bug kind's, `mutate.sites`; its returns made near), then with
+    two."""
+    buggy_lines = task.files[task.bug_file].splitlines(keepends=True)
+    seen: set[str] = set()
+    starts = []
+    fixed_rows = len(task.fixed_text.splitlines())
+    # The lines an edit may touch, in each file: the fix's span and a line on either side.
+    for text, last in ((fixed[task.bug_file], task.fix_start + fixed_rows), (task.files[task.bug_file], task.fix_end + 1)):
+        lines = text.splitlines(keepends=True)
+        node = next((n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == task.bug_function),
+                    None)
+        if node is not None:
+            rows = range(task.fix_start - 1 - (node.lineno - 1), last - (node.lineno - 1) + 1)
+            starts.append(("".join(lines[:node.lineno - 1]), "".join(lines[node.lineno - 1:node.end_lineno]),
+                           "".join(lines[node.end_lineno:]), rows))
+
+    def within(before: str, function: str, after: str) -> str | None:
+        """The edited file where it differs from the buggy one in one run of lines that the
+        fix's span holds, or touches (a line on either side), else None."""
+        edited = before + function + after
+        if edited in seen:
+            return None
+        seen.add(edited)
+        new_lines = edited.splitlines(keepends=True)
+        top = 0
+        while top < min(len(new_lines), len(buggy_lines)) and new_lines[top] == buggy_lines[top]:
+            top += 1
+        bottom = 0
+        while (bottom < min(len(new_lines), len(buggy_lines)) - top
+               and new_lines[-1 - bottom] == buggy_lines[-1 - bottom]):
+            bottom += 1
+        return edited if top + 1 >= task.fix_start - 1 and len(buggy_lines) - bottom <= task.fix_end + 1 else None
+
+    def edits(function: str, rows: range | None) -> Iterator[ast.Module]:
+        yield from one_edit_away(function, rows)
+        tree = ast.parse(function)
+        for site, spans in zip(sites(tree), (_node_lines(tree)[site.node] for site in sites(tree))):
+            if rows is None or (spans and spans <= set(rows)):  # the bug kinds' own edits (len(x) + 1, ...)
+                yield mutate(ast.parse(function), site)
+        yield near_returns(ast.parse(function), type(task.snippet_expected["value"])
+                           if "value" in task.snippet_expected else None)
+
+    # First, the fix made in part: some of its changed lines (two slips on two lines: one of them).
+    fixed_span = task.fixed_text.splitlines(keepends=True)
+    buggy_span = buggy_lines[task.fix_start - 1:task.fix_end]
+    if len(fixed_span) == len(buggy_span):
+        changed = [i for i, (a, b) in enumerate(zip(buggy_span, fixed_span)) if a != b]
+        for i in changed if len(changed) > 1 else ():
+            for part in ([i], [j for j in changed if j != i]):
+                span = [fixed_span[k] if k in part else buggy_span[k] for k in range(len(buggy_span))]
+                edited = "".join(buggy_lines[:task.fix_start - 1] + span + buggy_lines[task.fix_end:])
+                if edited not in seen:
+                    seen.add(edited)
+                    yield {**task.files, task.bug_file: edited}
+    singles = []
+    for before, function, after, rows in starts:
+        for tree in edits(function, rows):
+            source = ast.unparse(tree) + "\n"
+            edited = within(before, source, after)
+            if edited is not None:
+                singles.append((before, source, after, rows))
+                yield {**task.files, task.bug_file: edited}
+    for before, function, after, rows in singles:
+        for tree in edits(function, rows):
+            edited = within(before, ast.unparse(tree) + "\n", after)
+            if edited is not None:
+                yield {**task.files, task.bug_file: edited}
+
+
+_DECOYS: dict[int, tuple[CodingTask, dict[str, str] | None]] = {}
+"""id(task) -> (the task, its decoy), for the last few tasks: the kit and the benchmarks play
+many tests on the same seeds, whose tasks the env keeps (`trace_gym.coding.env`)."""
+
+
 def second_bug(task: CodingTask) -> dict[str, str] | None:
-    """issue_reproduction's decoy: the correct package with a bug of its own, written in
-    place, in the reported function (else the buggy one): the first of its edits (`_edits`)
-    whose snippet call returns a value that is neither the expected outcome nor the reported
-    wrong one. It differs from the agent's copy as the correct package does, so only a test
-    that checks what the reported call gives tells it from the correct one. None when no
-    edit does."""
+    """issue_reproduction's decoy (`_second_bug`), found once per task object."""
+    kept = _DECOYS.get(id(task))
+    if kept is not None and kept[0] is task:
+        return kept[1]
+    decoy = _second_bug(task)
+    if len(_DECOYS) >= 64:
+        _DECOYS.pop(next(iter(_DECOYS)))
+    _DECOYS[id(task)] = (task, decoy)
+    return decoy
+
+
+def _second_bug(task: CodingTask) -> dict[str, str] | None:
+    """issue_reproduction's decoy: a wrong fix. Preferably a package that differs from the
+    buggy one only where the fix does (`_span_candidates`), passes every visible test as the
+    correct one does, and whose snippet call returns a value that is neither the expected
+    outcome nor the reported wrong one: only what the reported call gives tells it from the
+    correct package, so a test that checks how the package changed (one place, the visible
+    tests passing) passes on it. Where none is, the correct package with a bug of its own in
+    the reported function (else the buggy one), written in place. None when no edit does."""
     fixed = task.fixed_files
     reported = outcome(getattr(load(task.package, module_sources(task.package, task.files))[task.api_module],
                                task.api_function), task.snippet_args)
+
+    def decoy(candidate: dict[str, str], visible: bool) -> bool:
+        try:
+            modules = load(task.package, module_sources(task.package, candidate))
+        except Exception:  # noqa: BLE001 - an edit that breaks the module is no decoy
+            return False
+        got = outcome(getattr(modules[task.api_module], task.api_function), task.snippet_args)
+        # a value, never an exception: a test asserting only "not the reported output" must pass on it
+        return ("value" in got and not same_outcome(got, task.snippet_expected) and not same_outcome(got, reported)
+                and (not visible or visible_tests_pass(task, modules)))
+
+    for candidate in _span_candidates(task, fixed):
+        if decoy(candidate, visible=True):
+            return candidate
     for path, name in ((f"{task.package}/{task.api_module}.py", task.api_function), (task.bug_file, task.bug_function)):
         lines = fixed[path].splitlines(keepends=True)
         node = next((n for n in ast.parse(fixed[path]).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
@@ -483,24 +721,21 @@ def second_bug(task: CodingTask) -> dict[str, str] | None:
             continue
         for edited in _edits("".join(lines[node.lineno - 1:node.end_lineno]), task.snippet_expected):
             candidate = {**fixed, path: "".join(lines[:node.lineno - 1]) + edited + "".join(lines[node.end_lineno:])}
-            try:
-                modules = load(task.package, module_sources(task.package, candidate))
-            except Exception:  # an edit that breaks the module is no decoy
-                continue
-            got = outcome(getattr(modules[task.api_module], task.api_function), task.snippet_args)
-            # a value, never an exception: a test asserting only "not the reported output" must pass on it
-            if "value" in got and not same_outcome(got, task.snippet_expected) and not same_outcome(got, reported):
+            if decoy(candidate, visible=False):
                 return candidate
     return None
 
 
 def _inputs(rng: Rng, f: FunctionTemplate, lay: Layout, correct: types.ModuleType, buggy: types.ModuleType,
-            differ: bool, want: int = 1 + F2P_TESTS) -> list[list[Any]]:
-    """Distinct argument lists on which the correct and the buggy function differ (or agree)."""
+            differ: bool, want: int = 1 + F2P_TESTS, half: types.ModuleType | None = None,
+            candidates: int = CANDIDATES) -> list[list[Any]]:
+    """Distinct argument lists on which the correct and the buggy function differ (or agree);
+    with `half` (the package with the first of two slips only), inputs on which the three
+    all differ, so that each slip shows."""
     found: list[list[Any]] = []
     seen: set[str] = set()
     name = lay.name_of(f)
-    for _ in range(CANDIDATES):
+    for _ in range(candidates):
         args = f.draw(rng, lay.constants)
         key = json.dumps(args)
         if key in seen:
@@ -508,6 +743,10 @@ def _inputs(rng: Rng, f: FunctionTemplate, lay: Layout, correct: types.ModuleTyp
         seen.add(key)
         a, b = outcome(getattr(correct, name), args), outcome(getattr(buggy, name), args)
         if same_outcome(a, b) != differ:
+            if half is not None:
+                c = outcome(getattr(half, name), args)
+                if same_outcome(a, c) or same_outcome(b, c):
+                    continue
             found.append(args)
             if len(found) == want:
                 break

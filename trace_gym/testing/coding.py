@@ -17,9 +17,13 @@ must score 0 on every seed:
   for the snippet's own arguments (the hidden tests use other inputs).
 
 and the memoriser `learnt_patches` (the buggy text of each fit seed's bug -> its fix,
-applied wherever it appears) may average no more than 0.3, and `template_restorer` (which
-knows every template, constant and knob value, and puts back any definition that matches
-none; `trace_gym.testing.restorer`) no more than 0.75 (it averages about 0.5).
+applied wherever it appears) may average no more than 0.3, `template_restorer` (which
+knows every template, constant and knob value, and puts back the nearest version of any
+definition that matches none; `trace_gym.testing.restorer`) no more than 0.75 (it averages
+about 0.5: a knob bug's nearest version is often the wrong knob's), and `mutation_search`
+(every single generic edit of the issue's function and those it reaches, kept when the
+snippet gives the expected value and the visible tests pass; `trace_gym.testing.search`)
+no more than 0.3 (every bug has two slips: it averages about 0.01).
 
 Against `trace/issue_reproduction-v0`: `do_nothing`, a test that always fails, one that
 always passes, one asserting the buggy output (`assert_buggy_output`), a copy of a
@@ -31,12 +35,17 @@ a value JSON cannot write (`changed_and_no_redefinition`, `changed_and_plain_val
 score 0. Against `trace/code_localization-v0`: `do_nothing` scores 0, and two readers of
 the call graph may average no more than 0.65: `name_issue_function` (report the function
 the issue calls, in the module that defines it) and `name_first_callee` (report the first
-package function it calls). The generator puts the bug in the issue's function or under it
-half the time each (`trace_gym.coding.repo`), so each is right on about half the seeds, a
-little more with the file-only credit. `template_locator` (the restorer naming the one
-definition that matches no version, else the issue's function) may average no more than
-0.92 (it averages about 0.85): knowing every template by heart finds every bug but a knob
-bug, and where it finds none, the issue's function is the likeliest place of a knob bug.
+package function it calls), and the blind search's `mutation_locator` (the function of the
+first edit it keeps, else the issue's) may average no more than 0.65. The generator puts the
+bug in the issue's function or under it half the time each (`trace_gym.coding.repo`), so
+each is right on about half the seeds, a little more with the file-only credit. Against
+`trace/issue_reproduction-v0`, `snapshot_diff` (a test that passes when the package differs
+from the given one in one function with the visible tests passing, never reading the issue)
+may average no more than 0.1: the decoy is a wrong fix made where the fix is
+(`trace_gym.coding.repo.second_bug`).
+
+Policies that know trace-gym's own templates (`TEMPLATE_KNOWLEDGE`) are not bounded: the
+templates ship with the package, so a held-out task is computable from the generator.
 """
 
 from __future__ import annotations
@@ -50,7 +59,8 @@ from typing import Any
 
 from trace_gym.coding import DOMAIN
 from trace_gym.coding.runner import MARK
-from trace_gym.testing.restorer import restorer_fix, restorer_locate
+from trace_gym.testing.restorer import docstring_restorer, restorer_fix, restorer_locate
+from trace_gym.testing.search import mutation_locator, mutation_search
 
 Policy = Callable[[Any, list], Any]
 
@@ -172,6 +182,7 @@ FIX_ADVERSARIES: dict[str, Policy] = {
 FIX_BOUNDED: dict[str, tuple[Policy, float]] = {
     "learnt_patches": (memoriser(), 0.3),
     "template_restorer": (restorer_fix(), 0.75),
+    "mutation_search": (mutation_search(), 0.3),
 }
 """coding-v0's heuristics and the mean they may not exceed: a table of the fixes seen on
 200 train seeds (the first generator's catalogue of 28 fixed texts let such a table fix 96% of
@@ -287,6 +298,67 @@ def _changed_and(tail: str) -> Callable[[dict[str, Any]], list[Any]]:
     return steps
 
 
+_SNAPSHOT_DIFF = '''import ast
+import difflib
+import hashlib
+import importlib.util
+import os
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SNAPSHOT = {snapshot!r}
+
+
+def lines(path):
+    """(hash, line number) of each line of the file that is not a comment."""
+    text = open(os.path.join(HERE, path), encoding="utf-8").read()
+    return [(hashlib.sha256(l.encode()).hexdigest()[:12], n) for n, l in enumerate(text.splitlines(), 1)
+            if not l.lstrip().startswith("#")]
+
+
+def changed_functions():
+    touched = set()
+    for path, before in SNAPSHOT.items():
+        now = lines(path)
+        text = open(os.path.join(HERE, path), encoding="utf-8").read()
+        defs = [(n.lineno, n.end_lineno, n.name) for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)]
+        matcher = difflib.SequenceMatcher(None, before, [h for h, _ in now], autojunk=False)
+        for tag, _, _, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            where = [now[j][1] for j in range(j1, max(j2, j1 + 1)) if j < len(now)]
+            for line in where:
+                touched.add(next((path + ":" + name for a, b, name in defs if a <= line <= b), path + ":?"))
+    return touched
+
+
+def test_issue():
+    touched = changed_functions()
+    assert len(touched) == 1, f"the package should differ from the reported one in one function: {{touched}}"
+    for name in sorted(os.listdir(os.path.join(HERE, "tests"))):
+        if name.startswith("test_") and name.endswith(".py") and name != os.path.basename(__file__):
+            spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(HERE, "tests", name))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            for test in sorted(n for n in vars(module) if n.startswith("test_")):
+                getattr(module, test)()
+'''
+
+
+def _snapshot_diff(task: dict[str, Any]) -> list[Any]:
+    """A test that never reads the issue: it passes when the package differs from the one
+    the agent was given in exactly one function (comment lines ignored) and every visible
+    test passes. The fix does so, the buggy package does not, and a decoy that is a second
+    change elsewhere, or that breaks a visible test, does not."""
+    import hashlib
+
+    pkg = task["package"]
+    snapshot = {p: [hashlib.sha256(line.encode()).hexdigest()[:12] for line in t.splitlines()
+                    if not line.lstrip().startswith("#")]
+                for p, t in sorted(task["files"].items()) if p.startswith(pkg + "/") and p.endswith(".py")}
+    text = _SNAPSHOT_DIFF.format(snapshot=snapshot)
+    return [{"name": "create_file", "arguments": {"path": "tests/test_issue.py", "content": text}}]
+
+
 REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "do_nothing": _scripted(lambda t: []),
     "always_fails": _scripted(_test_file("def test_issue():\n    assert False\n")),
@@ -301,6 +373,12 @@ REPRODUCTION_ADVERSARIES: dict[str, Policy] = {
     "changed_and_plain_value": _scripted(_changed_and(_PLAIN_VALUE)),
 }
 """issue_reproduction-v0's adversaries (each must score 0 on every seed)."""
+REPRODUCTION_BOUNDED: dict[str, tuple[Policy, float]] = {
+    "snapshot_diff": (_scripted(_snapshot_diff), 0.1),
+}
+"""issue_reproduction-v0's heuristics and the mean they may not exceed: the snapshot-diff
+test earns only where no decoy differs from the buggy package just where the fix does
+(`trace_gym.coding.repo.second_bug`)."""
 
 
 def _name_issue_function(task: dict[str, Any]) -> list[Any]:
@@ -333,9 +411,19 @@ LOCALIZATION_ADVERSARIES: dict[str, Policy] = {
 LOCALIZATION_BOUNDED: dict[str, tuple[Policy, float]] = {
     "name_issue_function": (_scripted(_name_issue_function), 0.65),
     "name_first_callee": (_scripted(_name_first_callee), 0.65),
-    "template_locator": (restorer_locate(), 0.92),
+    "mutation_locator": (mutation_locator(), 0.65),
 }
-"""code_localization-v0's heuristics and the mean they may not exceed."""
+"""code_localization-v0's heuristics and the mean they may not exceed: the blind search
+can do no better than naming the issue's function, which it falls back on."""
+TEMPLATE_KNOWLEDGE: dict[str, dict[str, Policy]] = {
+    DOMAIN.target_env_id: {"docstring_restorer": docstring_restorer()},
+    "trace/code_localization-v0": {"template_locator": restorer_locate()},
+}
+"""Policies that read trace-gym's own templates (they ship with the package), by env: not
+bounded by the kit, since a held-out task is computable from the shipped generator and a
+seed (the README's threat model); `benchmarks/coding_integrity.py` reports what they earn.
+Every bug has two slips, which no version of a template holds, so the locator finds each;
+the restorer puts back the version the docstring's behaviour words state."""
 
 ADVERSARIES: dict[str, dict[str, Policy]] = {
     DOMAIN.target_env_id: FIX_ADVERSARIES,
@@ -360,7 +448,7 @@ def adversary_set(task: dict[str, Any]) -> tuple[dict[str, Policy], dict[str, tu
     if needed == (cap.LOCALIZATION,):
         return LOCALIZATION_ADVERSARIES, LOCALIZATION_BOUNDED
     if needed == (cap.REPRODUCTION,):
-        return REPRODUCTION_ADVERSARIES, {}
+        return REPRODUCTION_ADVERSARIES, REPRODUCTION_BOUNDED
     return FIX_ADVERSARIES, FIX_BOUNDED
 
 
@@ -370,13 +458,15 @@ the seeds has a standard deviation of 0.025 over 400 of them. `name_issue_functi
 averages 0.55 (over 500 train and 500 test seeds, half and half as the kit draws them;
 the file-only credit adds to its half), so it reads above its bound of 0.65 about three
 times in 100,000 draws."""
-FEWER_SEEDS = {"learnt_patches": 100, "template_restorer": 100, "name_first_callee": 200, "template_locator": 200}
+FEWER_SEEDS = {"learnt_patches": 100, "template_restorer": 100, "mutation_search": 100, "name_first_callee": 200,
+               "mutation_locator": 200, "snapshot_diff": 100}
 """Heuristics whose mean is taken over fewer of those seeds, at least four standard
-deviations below their bound (means over 500 train and 500 test seeds): the memoriser's
-0.05 and the restorer's 0.50 on coding-v0 (bounds 0.3 and 0.75; each episode runs the
-hidden tests in the sandbox), the first callee's 0.38 and the locator's 0.81 on
-code_localization (bounds 0.65 and 0.92; every seed's reset generates a package in an
-audit's worker, whose CPU time is capped)."""
+deviations below their bound (means over 100 train and 100 test seeds): the memoriser's
+0.04, the restorer's 0.51 and the search's 0.01 on coding-v0 (bounds 0.3, 0.75 and 0.3;
+each episode runs the hidden tests in the sandbox), the first callee's 0.41 and the
+search's 0.49 on code_localization (bound 0.65; every seed's reset generates a package in
+an audit's worker, whose CPU time is capped), the snapshot test's 0.0 on
+issue_reproduction (bound 0.1)."""
 
 
 def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds: list[int] | None = None) -> str:
