@@ -43,6 +43,14 @@ class Rng:
         rng.random = rng._mt.random
         return rng
 
+    def state(self) -> tuple:
+        """The stream's whole state: two streams in the same state draw the same from there on."""
+        return self._mt.getstate()
+
+    def set_state(self, state: tuple) -> None:
+        """Continue the stream from `state` (what `state()` returned)."""
+        self._mt.setstate(state)
+
     def floats(self, n: int) -> list[float]:
         """n uniform floats in [0, 1)."""
         r = self.random

@@ -369,15 +369,21 @@ def test_the_reproduction_decoy_changes_the_package_where_the_fix_does(envs):
 
 
 def test_a_test_that_only_checks_how_the_package_changed_earns_little_and_would_earn_on_the_old_decoy(envs, monkeypatch):
-    from trace_gym.coding import repo
     from trace_gym.testing.coding import REPRODUCTION_BOUNDED
 
     env = envs["trace/issue_reproduction-v0"]
     policy, bound = REPRODUCTION_BOUNDED["snapshot_diff"]
     rewards = [play(env, seed, policy)[0] for seed in SEEDS]
     assert sum(rewards) / len(rewards) <= bound
-    # The decoy of before (the fix with a second edit of its own elsewhere) lets it through.
-    monkeypatch.setattr(repo, "_span_candidates", lambda task, fixed: iter(()))
-    monkeypatch.setattr(repo, "_DECOYS", {})
+    # A decoy that is a second change elsewhere (as the decoy of before was) lets it through.
+    import sys
+
+    def elsewhere(task):
+        fixed = task.fixed_files
+        other = next(p for p in sorted(fixed) if p.startswith(task.package + "/") and p != task.bug_file
+                     and not p.endswith("__init__.py"))
+        return {**fixed, other: fixed[other] + "\n\ndef spare_total(values):\n    return sum(values) + 1\n"}
+
+    monkeypatch.setattr(sys.modules[type(env).__module__], "second_bug", elsewhere)
     rewards = [play(env, seed, policy)[0] for seed in SEEDS]
     assert sum(rewards) / len(rewards) >= 0.5

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from trace_gym.coding.env import CodingEnv
+from trace_gym.coding.repo import _inputs
 from trace_gym.coding.sandbox import sandbox_available
 from trace_gym.rng import Rng
 from trace_gym.testing import CODING_PROPERTIES, CUSTOMER_SERVICE_PROPERTIES, EnvRef, default_properties
@@ -83,9 +84,12 @@ def test_a_vacuous_task_fails_the_vacuity_property():
         f2p_not_vacuous(_NoBug(), SEEDS)
 
 
-def test_a_generator_without_knob_bugs_fails_the_restorers_bound(monkeypatch):
+def test_a_generator_of_one_slip_and_no_knob_bugs_fails_the_restorers_bound(monkeypatch):
     from trace_gym.coding import repo
 
     monkeypatch.setattr(repo, "KNOB_BUG_SHARE", 0.0)
+    monkeypatch.setattr(repo, "_second_slip", lambda rng, correct, first: first)
+    monkeypatch.setattr(repo, "_one_edit_fixes", lambda *args: False)
+    monkeypatch.setattr(repo, "_inputs", lambda *args, half=None, **kwargs: _inputs(*args, **kwargs))
     with pytest.raises(AssertionError, match="template_restorer"):
         adversaries_score_nothing(CodingEnv(), SEEDS, list(range(100, 160)))

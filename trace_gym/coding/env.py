@@ -27,8 +27,9 @@ Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 
 from __future__ import annotations
 
-import functools
 import shlex
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -102,20 +103,15 @@ class CodingEpisodeEnv(TraceEnv):
         self.config = self.CONFIG(max_steps=steps, prompt_style=prompt_style)
 
     _held_out: bool = False
-    _seed: int | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
         """Start a new episode (`TraceEnv.reset`); a test seed's package may hold the
         held-out templates (`trace_gym.coding.repo.generate`)."""
         self._held_out = type(seed) is int and split_of(seed) == "test"
-        self._seed = seed if type(seed) is int and seed >= 0 else None
         return super().reset(seed=seed, options=options)
 
     def _new_episode(self, rng: Rng) -> NewEpisode:
-        if self._seed is None:
-            task = generate(rng, self.AWAY_SHARE, held_out=self._held_out)
-        else:  # the same seed gives the same task: generated once (a generation costs tens of ms)
-            task = _generated(self._seed, self.AWAY_SHARE, self._held_out)
+        task = generate_once(rng, self.AWAY_SHARE, self._held_out)
         if self.CAPABILITIES is not None:
             task = replace(task, capabilities_needed=list(self.CAPABILITIES))
         prompt = system_prompt(self.config.prompt_style)
@@ -131,11 +127,30 @@ class CodingEpisodeEnv(TraceEnv):
         return self.END_REASON if self.END_TOOL in names else None
 
 
-@functools.lru_cache(maxsize=256)
-def _generated(seed: int, away_share: float, held_out: bool) -> CodingTask:
-    """The task of `seed` (what `generate` draws from the seed's `Rng`), kept for the last
-    256 seeds: the kit and the benchmarks play many policies on the same seeds."""
-    return generate(Rng.from_seed(seed), away_share, held_out=held_out)
+_GENERATED: OrderedDict[tuple, tuple[CodingTask, tuple]] = OrderedDict()
+_GENERATED_LOCK = threading.Lock()
+_KEEP = 256
+
+
+def generate_once(rng: Rng, away_share: float, held_out: bool) -> CodingTask:
+    """`generate`'s task, made once for each state of the stream (the last 256 are kept: the
+    kit and the benchmarks play many policies on the same seeds, and a generation costs tens
+    of milliseconds); the stream ends in the state `generate` leaves it in either way."""
+    key = (rng.state(), away_share, held_out)
+    with _GENERATED_LOCK:
+        kept = _GENERATED.get(key)
+        if kept is not None:
+            _GENERATED.move_to_end(key)
+    if kept is None:
+        task = generate(rng, away_share, held_out=held_out)
+        kept = (task, rng.state())
+        with _GENERATED_LOCK:
+            _GENERATED[key] = kept
+            if len(_GENERATED) > _KEEP:
+                _GENERATED.popitem(last=False)
+    else:
+        rng.set_state(kept[1])
+    return kept[0]
 
 
 class CodingEnv(CodingEpisodeEnv):
