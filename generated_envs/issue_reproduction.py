@@ -9,17 +9,19 @@ run_command, run_tests, submit); commands run in the sandbox.
 
 Reward. The agent's test files (files under tests/ named test_*.py that it created or
 changed) are copied beside trace-gym's versions of the package, never the agent's: the
-correct one, the buggy one the episode started from, and a decoy: the correct one with a
-bug of its own in the reported function (or the buggy one), written in place, on which the
-issue's call returns a value that is neither the expected outcome nor the reported one
-(`trace_gym.coding.repo.second_bug`; where
-no edit does, the correct one whose reported and buggy functions return a value equal to
-nothing). Each version runs them in a fresh sandbox. 1.0 when on the correct package they
-define at least one test and every test passes, and on the buggy package and on the decoy
-at least one test fails; else 0. The decoy differs from the agent's copy as the correct
-package does, so a test that only recognises the agent's copy (a hash of its text or AST,
-comments dropped or not) or only asserts that the reported wrong output is gone scores 0,
-and so does one that recognises how the decoy was made. So a test that
+correct one, the buggy one the episode started from, and a decoy: a wrong fix made where the
+fix is (`trace_gym.coding.repo.second_bug`): the buggy package with one of its bug's two
+slips put right, or with an edit on the lines the fix replaces, that passes every visible
+test and on which the issue's call returns a value that is neither the expected outcome nor
+the reported one (where no such package exists, about 2% of seeds, the correct one with a
+bug of its own in the reported function; where no edit does, the correct one whose reported
+and buggy functions return a value equal to nothing). Each version runs them in a fresh
+sandbox. 1.0 when on the correct package they define at least one test and every test
+passes, and on the buggy package and on the decoy at least one test fails; else 0. The
+decoy changes the package where the fix does and passes the visible tests, so a test that
+checks how the package changed (in one place, the visible tests passing) scores 0, and so
+does one that only recognises the agent's copy (a hash of its text or AST, comments
+dropped or not) or only asserts that the reported wrong output is gone. So a test that
 always fails, one that always passes, or a change to the package itself earns nothing. Both
 versions' modules start with a line the agent's copy lacks, so a test that recognises the
 buggy package by its text (a hash, a line count) fails on both; one that reads the source
