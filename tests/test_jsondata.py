@@ -76,3 +76,11 @@ def test_json_equal_keeps_booleans_apart_from_numbers():
     max_leaves=20))
 def test_json_equal_holds_for_a_value_and_its_round_trip(value):
     assert json_equal(value, json.loads(json.dumps(value)))
+
+
+def test_an_atomic_write_leaves_a_file_others_may_read(tmp_path):
+    # The env worker's sandbox runs as another user when trace-gym runs as root: it reads the manifest.
+    from trace_gym.jsondata import write_json_atomic
+
+    write_json_atomic(tmp_path / "manifest.json", {"a": 1})
+    assert (tmp_path / "manifest.json").stat().st_mode & 0o777 == 0o644

@@ -133,6 +133,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from other users (a sandbox's)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1053,6 +1053,7 @@ def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
                 f.write(json.dumps(r) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from other users (a sandbox's)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

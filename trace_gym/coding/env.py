@@ -129,11 +129,11 @@ class CodingEpisodeEnv(TraceEnv):
 
 _GENERATED: OrderedDict[tuple, tuple[CodingTask, tuple]] = OrderedDict()
 _GENERATED_LOCK = threading.Lock()
-_KEEP = 256
+_KEEP = 1024
 
 
 def generate_once(rng: Rng, away_share: float, held_out: bool) -> CodingTask:
-    """`generate`'s task, made once for each state of the stream (the last 256 are kept: the
+    """`generate`'s task, made once for each state of the stream (the last 1,024 are kept: the
     kit and the benchmarks play many policies on the same seeds, and a generation costs tens
     of milliseconds); the stream ends in the state `generate` leaves it in either way."""
     key = (rng.state(), away_share, held_out)

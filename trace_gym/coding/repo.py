@@ -446,15 +446,14 @@ def _buggy_body(rng: Rng, lay: Layout, target: FunctionTemplate) -> tuple[str, s
 
 
 def _second_slip(rng: Rng, correct: str, source: str) -> str | None:
-    """`source` (the function with its first slip) with a second edit at a drawn site on the
-    lines where it differs from `correct` (anywhere, where none is there), so that an input
-    which meets one slip meets the other; None when it has no site."""
+    """`source` (the function with its first slip) with a second edit at a drawn site on
+    another line (on the same line, two slips tend to make one; anywhere, where no other line
+    has a site); None when it has no site."""
     ours, theirs = source.splitlines(), correct.splitlines()
     changed = {i + 1 for i, line in enumerate(ours) if i >= len(theirs) or line != theirs[i]}
     tree = ast.parse(source)
     nodes = _node_lines(tree)
-    near = [site for site in sites(tree) if nodes[site.node] and not nodes[site.node] & changed]
-    found = near or sites(tree)
+    found = [site for site in sites(tree) if nodes[site.node] and not nodes[site.node] & changed] or sites(tree)
     if not found:
         return None
     kinds = sorted({s.kind for s in found}, key=BUG_KINDS.index)
