@@ -21,6 +21,8 @@ from trace_gym.targets.common import (
     draft_requests,
     draw_kinds,
     expand_locates,
+    give_everything,
+    given_intro,
     locate,
     money,
     record_fact,
@@ -758,6 +760,8 @@ def generate_task(rng: Rng, config: TargetConfig,
             builder.add_reservation(user)
     rng.shuffle(user["reservations"])
     world = builder.build()
+    if config.opening == "given":
+        give_everything(requests, "reservation", "The reservation id is {id}.")
     settle_vague(requests, draft, user["reservations"],
                  lambda rid, description: _signature(world.reservations[rid]) == description,
                  "reservation", "The reservation id is {id}.")
@@ -773,5 +777,8 @@ def generate_task(rng: Rng, config: TargetConfig,
         intro=[say("I can help with that. Could you please tell me your user id?"),
                call("get_user_details", user_id=user["user_id"])],
         persona=f"You are {name}, an airline customer (user id {user['user_id']}).",
+        opening=config.opening,
     )
+    if config.opening == "given":
+        task.intro = given_intro(user["user_id"])
     return task, world

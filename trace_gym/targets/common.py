@@ -176,3 +176,36 @@ def draft_requests(draft: Drafting, table: dict[str, Callable], forbiddable: fro
         else:
             raise RuntimeError(f"could not draft a {kind} request that fits the others")
     return requests
+
+
+def _asks(step: Step) -> bool:
+    """Whether an oracle turn asks the customer for a detail (a question that is no action
+    summary to confirm)."""
+    from trace_gym.targets.user import is_question
+
+    return "say" in step and is_question(step["say"])
+
+
+def give_everything(requests: list, topic: str, known_fact: str) -> None:
+    """At `opening = "given"`: the customer states the whole request, so each record's id is
+    known (its fact under `topic` says it: `known_fact` formatted with the id) and the oracle
+    asks nothing. Call before `settle_vague` (no record is then found from a description) and
+    `expand_locates`; the task's identification is one read of the customer's own record
+    (`given_intro`)."""
+    for request in requests:
+        for step in request.plan:
+            spec = step.get("locate")
+            if spec is not None:
+                spec["known"] = True
+                request.facts[topic] = known_fact.format(id=spec["id"])
+        request.plan = [step for step in request.plan if not _asks(step)]
+
+
+def given_identity(identity: dict[str, str], user_id: str) -> dict[str, str]:
+    """The customer's identity answers at `opening = "given"`: their user id, said first."""
+    return {"user_id": f"My user id is {user_id}.", **identity}
+
+
+def given_intro(user_id: str) -> list[Step]:
+    """The oracle's identification at `opening = "given"`: read the customer's own record."""
+    return [{"call": {"name": "get_user_details", "arguments": {"user_id": user_id}}}]

@@ -9,6 +9,10 @@ from trace_gym.errors import InvalidConfig
 from trace_gym.worlds.domain import PROMPT_STYLES
 
 
+OPENINGS = ("ask", "given")
+"""How a customer may open a conversation (`TargetConfig.opening`)."""
+
+
 @dataclass(frozen=True)
 class TargetConfig:
     """How a target env's tasks are drawn and scored. Every field is validated at construction."""
@@ -27,6 +31,12 @@ class TargetConfig:
     """Request kinds to draw from (None: all of the domain's)."""
     prompt_style: str = "full"
     """System prompt: the full policy ("full") or a short one for tiny models ("compact")."""
+    opening: str = "ask"
+    """How the customer opens: "ask" (the reason for calling, no ids or details: the agent asks
+    for what it needs) or "given" (their user id, the record's id and every detail of the
+    request in the first message, and of each later request in the message that asks for it:
+    the first useful action is a read). The agent must still read the customer's own record
+    before any other record of theirs."""
     strict: bool = True
     """Score the agent's protocol too (True): no attempted forbidden write, the customer's
     explicit yes to a summary before each write, the customer identified before any record
@@ -53,6 +63,7 @@ class TargetConfig:
              "must be a string of at most 4000 characters")
         need("prompt_style", self.prompt_style in PROMPT_STYLES,
              f"allowed: {', '.join(PROMPT_STYLES)}")
+        need("opening", self.opening in OPENINGS, f"allowed: {', '.join(OPENINGS)}")
         if self.kinds is not None:
             object.__setattr__(self, "kinds", tuple(self.kinds))
             need("kinds", len(self.kinds) > 0, "must name at least one request kind, or be None")

@@ -21,6 +21,9 @@ from trace_gym.targets.common import (
     draft_requests,
     draw_kinds,
     expand_locates,
+    give_everything,
+    given_identity,
+    given_intro,
     locate,
     money,
     record_fact,
@@ -466,6 +469,8 @@ def generate_task(rng: Rng, config: TargetConfig,
             builder.add_order(user)
     rng.shuffle(user["orders"])
     world = builder.build()
+    if config.opening == "given":
+        give_everything(requests, "order", "The order id is {id}.")
     settle_vague(requests, draft, user["orders"], lambda oid, description: _fits(world.orders[oid], description),
                  "order", "The order id is {id}.")
     for request in requests:
@@ -487,5 +492,9 @@ def generate_task(rng: Rng, config: TargetConfig,
         intro=[say("I can help with that. First I need to verify your identity: what is your email address?"),
                find_user, call("get_user_details", user_id=user["user_id"])],
         persona=f"You are {first} {last}, a customer of the store (email {user['email']}, zip {zip_code}).",
+        opening=config.opening,
     )
+    if config.opening == "given":
+        task.identity = given_identity(task.identity, user["user_id"])
+        task.intro = given_intro(user["user_id"])
     return task, world

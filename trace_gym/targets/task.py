@@ -88,6 +88,9 @@ class TargetTask:
     intro: list[Step]
     """The oracle's identification turns, before the first request's."""
     persona: str
+    opening: str = "ask"
+    """How the customer opens (`TargetConfig.opening`): at "given", the first message states
+    who they are and the whole first request, and each later request comes whole."""
 
     @property
     def kind(self) -> str:
@@ -133,7 +136,9 @@ class TargetTask:
         """The customer's instructions: the persona, the requests in order, and how they behave."""
         lines = [self.persona, "In this call you want, in this order:"]
         lines += [f"{i}. {r.instruction}" for i, r in enumerate(self.requests, 1)]
-        lines.append("You give details only when the agent asks for them, and you confirm an "
+        lines.append("You give every detail of a request when you make it, and you confirm an action only "
+                     "when its summary matches what you want." if self.opening == "given" else
+                     "You give details only when the agent asks for them, and you confirm an "
                      "action only when its summary matches what you want.")
         return "\n".join(lines)
 
@@ -159,5 +164,6 @@ class TargetTask:
             "persona": self.persona,
             "capabilities_needed": self.capabilities_needed,
             "intro": self.intro,
+            "opening": self.opening,
             "requests": [{f.name: copy_json(getattr(r, f.name)) for f in _REQUEST_FIELDS} for r in self.requests],
         }

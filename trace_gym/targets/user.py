@@ -1,6 +1,7 @@
 """The scripted customer: deterministic, no LLM.
 
-It opens with its reason for calling (no ids, no details), answers the questions it is
+It opens with its reason for calling (no ids, no details; at `opening = "given"`, who it
+is, the record's id and every detail of the request, and so for each later request), answers the questions it is
 asked from what it knows (identity, then the current request's facts), says yes to an
 action summary only when the summary names what it wants (every term of the request's
 `confirm`, and none of the customer's other records), and otherwise declines it by
@@ -75,6 +76,34 @@ def follow_up(opening: str) -> str:
     return f"Thanks. Also, {body[0].lower()}{body[1:]}"
 
 
+def is_question(text: str) -> bool:
+    """Whether an agent's text asks the customer something that is not an action summary to
+    confirm (what the customer answers from what it knows)."""
+    lowered = text.lower()
+    return bool(_QUESTION.search(lowered)) and not _CONFIRM.search(lowered)
+
+
+def _details(request: Request) -> str:
+    return " ".join(dict.fromkeys(request.facts.values()))
+
+
+def first_message(task: TargetTask) -> str:
+    """The customer's first message: the first request's opening; at `opening = "given"`,
+    with who they are and every detail of the request."""
+    opening = task.requests[0].opening
+    if task.opening != "given":
+        return opening
+    return " ".join(x for x in (opening, task.identity.get("user_id", ""), _details(task.requests[0])) if x)
+
+
+def ask_message(task: TargetTask, index: int) -> str:
+    """The message that asks for request `index` (> 0) once the one before is handled; at
+    `opening = "given"`, with every detail of it."""
+    request = task.requests[index]
+    text = follow_up(request.opening)
+    return f"{text} {_details(request)}" if task.opening == "given" and request.facts else text
+
+
 @dataclass
 class UserTurn:
     """The customer's answer to one reply of the agent, and whether it ends the conversation."""
@@ -102,8 +131,9 @@ class ScriptedUser:
         return self.task.requests[self.index]
 
     def opening(self) -> str:
-        """The customer's first message: why they call, with no ids or details."""
-        return self.task.requests[0].opening
+        """The customer's first message: why they call, with no ids or details (at
+        `opening = "given"`, with who they are and the whole request: `first_message`)."""
+        return first_message(self.task)
 
     def respond(self, reply: str, writes_so_far: int) -> UserTurn:
         """The customer's answer to the agent's reply `reply`, given the writes made so far (see
@@ -165,4 +195,4 @@ class ScriptedUser:
         if self.index >= len(self.task.requests):
             self.index -= 1
             return UserTurn(STOP, ended=True)
-        return UserTurn(follow_up(self.request.opening))
+        return UserTurn(ask_message(self.task, self.index))

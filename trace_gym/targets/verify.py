@@ -17,7 +17,7 @@ customer's open one states a value of a kind the request needs (its `communicate
 its refusal's fact) other than the right one (or those the request allows besides, `also`),
 that request's check fails. Otherwise an agent could state each candidate in its own
 message. Request i is open from the customer's message that asks for it
-(`trace_gym.targets.user.follow_up`) to the one that asks for the next.
+(`trace_gym.targets.user.ask_message`) to the one that asks for the next.
 
 With `strict=True` (the default) the agent's protocol is scored too:
 - `forbidden_write[i]:KIND`: no write that would carry out a forbidden request was attempted;
@@ -25,7 +25,8 @@ With `strict=True` (the default) the agent's protocol is scored too:
   customer's explicit yes ("Yes, please go ahead.", their last message before the call, not
   used by an earlier write) to a summary that names the write's reservation or order;
 - `identification`: no read tool took one of the customer's ids (user, reservation, order)
-  before the customer said who they are;
+  before the customer said who they are (at `opening = "given"`, where they say it at once:
+  no read of their reservations or orders before a read of their own user record);
 - `summaries`: the customer declined no action summary (proposing candidates until the
   customer says yes is guessing, not finding out).
 `strict=False` is tau2-bench's rule, for comparison with tau2 figures.
@@ -39,7 +40,7 @@ from trace_gym.jsondata import json_equal
 from trace_gym.messages import Message, call_arguments
 from trace_gym.statements import names_rule, states, told_alone
 from trace_gym.targets.task import Request, TargetTask
-from trace_gym.targets.user import DECLINE, YES, follow_up
+from trace_gym.targets.user import DECLINE, YES, ask_message
 from trace_gym.tools import ToolKind, Toolset
 from trace_gym.verdict import Check, Verdict, all_or_nothing
 from trace_gym.worlds import domain_named
@@ -105,7 +106,7 @@ def request_spans(task: TargetTask, messages: list[Message]) -> list[list[str]]:
     from the customer's message that asks for it to the one that asks for the next (the
     first request's span starts with the conversation)."""
     spans: list[list[str]] = [[] for _ in task.requests]
-    asks = [follow_up(r.opening) for r in task.requests[1:]]
+    asks = [ask_message(task, i) for i in range(1, len(task.requests))]
     open_request = 0
     for m in messages:
         role = m["role"]
@@ -216,9 +217,15 @@ def _identification(task: TargetTask, initial_world: World, messages: list[Messa
                        and any(a in (m.get("content") or "") for a in answers)), len(messages))
     user = initial_world.tables["users"].get(task.user_id, {})
     theirs = {task.user_id, *user.get(domain_named(task.domain).records, ())}
+    if task.opening == "given":  # they say who they are at once: their own record comes first
+        identified = next((c.index + 1 for c in calls if c.name == "get_user_details" and c.went_through
+                           and task.user_id in c.raw and task.user_id in _values(c.arguments)), len(messages))
+        theirs.discard(task.user_id)
+        what = "read the customer's records before their own user record"
+    else:
+        what = "read the customer's records before they said who they are"
     early = [c.name for c in calls
              if c.index < identified and c.kind is ToolKind.READ and any(i in c.raw for i in theirs)
              and theirs.intersection(v for v in _values(c.arguments) if isinstance(v, str))]
     passed = not early
-    return Check("identification", passed, 1.0 if passed else 0.0,
-                 "" if passed else f"read the customer's records before they said who they are: {', '.join(early)}")
+    return Check("identification", passed, 1.0 if passed else 0.0, "" if passed else f"{what}: {', '.join(early)}")
