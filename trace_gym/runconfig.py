@@ -60,6 +60,28 @@ def env_knobs(path: str | Path, env_id: str) -> dict[str, Any]:
     return dict(load(path).get("env_knobs", {}).get(env_id, {}))
 
 
+def target_knobs(env_id: str, knobs: dict[str, Any]) -> dict[str, Any]:
+    """`knobs` as the target `env_id` takes them: a `kinds` list naming the kinds of several
+    targets keeps only this target's (all of its kinds where it names none of them), so one
+    table of demonstration knobs serves both targets.
+
+    >>> target_knobs("trace/retail-v0", {"kinds": ["cancel_order", "flight_status"], "distractors": 0})
+    {'kinds': ['cancel_order'], 'distractors': 0}
+    >>> target_knobs("trace/airline-v0", {"kinds": ["cancel_order"]})
+    {}
+    """
+    if "kinds" not in knobs or knobs["kinds"] is None:
+        return dict(knobs)
+    from trace_gym.worlds import DOMAINS
+
+    domain = next((d for d in DOMAINS.values() if d.target_env_id == env_id), None)
+    if domain is None:
+        return dict(knobs)
+    own = [k for k in knobs["kinds"] if k in domain.kinds]
+    out = {k: v for k, v in knobs.items() if k != "kinds"}
+    return {"kinds": own, **out} if own else out
+
+
 def embedded_knobs(knobs: dict[str, Any] | None = None) -> dict[str, Any]:
     """`knobs` over the embedded base agent's prompt style: the env knobs of a run that
     plays the embedded agent, where a configuration does not say otherwise.

@@ -30,7 +30,7 @@ from typing import Any
 
 from trace_gym.baseagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
 from trace_gym.errors import InvalidConfig
-from trace_gym.runconfig import embedded_knobs
+from trace_gym.runconfig import embedded_knobs, target_knobs
 from trace_gym.worlds import DOMAINS
 
 PRESETS: dict[str, dict[str, int]] = {
@@ -146,7 +146,7 @@ def demonstrations(config: TinyAgentConfig) -> list[dict[str, Any]]:
         episodes = _kept_episodes(env_id, env_index, config, keep, kinds)
         # one episode at a time, in seed order: the demonstrations keep the order of their seeds
         for played in play(episodes, OraclePolicy(), env_id=env_id,
-                           make_env=lambda name: gym.make(name, **config.env_kwargs)):
+                           make_env=lambda name: gym.make(name, **target_knobs(name, config.env_kwargs))):
             if played.error:
                 raise RuntimeError(f"{env_id} seed {played.seed}: the oracle's episode failed ({played.error})")
             demos.append({"messages": played.messages, "tools": played.info["tools"],
@@ -164,7 +164,7 @@ def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: A
     from trace_gym.driver import Episode
     from trace_gym.seeding import SPLITS
 
-    probe = gym.make(env_id, **config.env_kwargs)
+    probe = gym.make(env_id, **target_knobs(env_id, config.env_kwargs))
     try:
         seed = SPLITS["train"].start + 10_000_000 * (env_index + 1) + 100_000 * config.seed
         made = 0
