@@ -35,6 +35,8 @@ def test_the_build_is_deterministic_and_cached(tmp_path):
     assert _digest(a)["model.safetensors"] != hashlib.sha256((FIXTURE / "model.safetensors").read_bytes()).hexdigest()
     record = json.loads((a / "trace_gym_build.json").read_text())
     assert record["config"]["source"] == str(FIXTURE) and record["sft"]["steps"] == 4  # two per target: 3 demonstrations, 2 a step
+    assert record["precision"] in ("fp32", "bf16 autocast, fp32 weights") and record["threads"] >= 1
+    assert isinstance(record["cpu_flags"], str)
     stamp = (a / "model.safetensors").stat().st_mtime_ns
     assert build(config, tmp_path / "a", log=None) == a  # the same configuration: returned as it is
     assert (a / "model.safetensors").stat().st_mtime_ns == stamp

@@ -459,7 +459,9 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
         p.requires_grad_(False)
     # the record goes in with the weights: a directory that has it is a finished build
     save_model_dir(model, tokenizer, out, files={record.name: json.dumps(
-        {"config": config.identity(), "start": str(start), "sft": stats, "torch": torch.__version__},
+        {"config": config.identity(), "start": str(start), "sft": stats, "torch": torch.__version__,
+         "precision": "bf16 autocast, fp32 weights" if use_bf16(config) else "fp32", "threads": config.threads,
+         "cpu_flags": seen},
         indent=2, sort_keys=True) + "\n"})
     seconds = time.perf_counter() - started
     from trace_gym import rates
