@@ -460,3 +460,15 @@ def test_turns_wait_for_room_in_the_cache_and_play_as_they_would_with_room(ir):
     tight.cache_tokens = BLOCK
     with pytest.raises(InvalidConfig, match=r"needs \d+ tokens of key/value cache .* raise cache_gb"):
         _played(episodes[:1], tight)
+
+
+def test_one_thread_on_an_amx_cpu_computes_in_f32(monkeypatch, tmp_path):
+    # OpenVINO's CPU plugin died of SIGFPE compiling a bf16 model for one thread on an AMX Xeon.
+    _needs_openvino()
+    from trace_gym.agents import openvino
+
+    monkeypatch.setattr(openvino, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16", "amx_bf16"}))
+    policy = openvino.OpenVINOPolicy(FIXTURE, dtype="bfloat16", threads=1, ir_dir=tmp_path / "ir")
+    assert policy.dtype == "float32" and policy.properties()["INFERENCE_PRECISION_HINT"] == "f32"
+    monkeypatch.setattr(openvino, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert openvino.OpenVINOPolicy(FIXTURE, dtype="bfloat16", threads=2, ir_dir=tmp_path / "ir").dtype == "bfloat16"

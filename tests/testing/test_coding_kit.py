@@ -87,6 +87,11 @@ def test_a_vacuous_task_fails_the_vacuity_property():
 def test_a_generator_of_one_slip_and_no_knob_bugs_fails_the_restorers_bound(monkeypatch):
     from trace_gym.coding import repo
 
+    from collections import OrderedDict
+
+    from trace_gym.coding import env
+
+    monkeypatch.setattr(env, "_GENERATED", OrderedDict())  # tasks kept from other tests were made without the patches
     monkeypatch.setattr(repo, "KNOB_BUG_SHARE", 0.0)
     monkeypatch.setattr(repo, "_second_slip", lambda rng, correct, first: first)
     monkeypatch.setattr(repo, "_one_edit_fixes", lambda *args: False)

@@ -65,7 +65,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from trace_gym.agents.hardware import DTYPES, placement
+from trace_gym.agents.hardware import DTYPES, cpu_flags, placement
 from trace_gym.driver import Live, Reply, Turn
 from trace_gym.errors import InvalidConfig, PolicyError
 
@@ -420,11 +420,16 @@ class OpenVINOPolicy:
 
         check_sampling("openvino policy", temperature, top_p, max_new_tokens)
         self.placement = placement(dtype, threads, owner="openvino policy")
+        if self.placement.dtype == "bfloat16" and self.placement.threads == 1 and "amx_bf16" in cpu_flags():
+            # OpenVINO 2026.4's CPU plugin dies of SIGFPE compiling a bf16 model for one
+            # inference thread on an AMX CPU (measured on an AMX Xeon, with and without an
+            # adapter; two threads run): one thread computes in f32 there.
+            self.placement = placement("float32", 1, owner="openvino policy")
         if cache_gb is not None and not (type(cache_gb) is int and cache_gb >= 1):
             raise InvalidConfig(f"openvino policy: cache_gb={cache_gb!r} is invalid: must be an integer >= 1 or None")
         model_path = _model_dir(model_path)
         if cache_gb is None:
-            cache_gb = auto_cache_gb(model_path, kv_bytes=4 if dtype == "float32" else 2)
+            cache_gb = auto_cache_gb(model_path, kv_bytes=4 if self.placement.dtype == "float32" else 2)
         self.genai = _require_openvino()
         from transformers import AutoTokenizer
 
