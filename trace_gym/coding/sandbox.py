@@ -96,7 +96,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -513,42 +513,37 @@ def process_cap() -> str | None:
     return None
 
 
-def _tree_tasks(root: int, enough: int) -> int:
-    """Tasks (processes and threads) in the process tree under `root`, counted up to `enough`."""
-    total, stack = 0, [root]
-    while stack and total <= enough:
-        pid = stack.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        total += len(tids)
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
-                    stack.extend(int(c) for c in fh.read().split())
-            except (OSError, ValueError):
-                pass
-    return total
-
-
-def _tree_processes(root: int) -> list[int]:
-    """The processes (thread-group leaders) in the process tree under `root`, `root` included."""
-    found, stack = [], [root]
+def _walk_tree(root: int) -> Iterator[tuple[int, list[str]]]:
+    """Each process of the process tree under `root` (`root` first) with its thread ids."""
+    stack = [root]
     while stack:
         pid = stack.pop()
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        found.append(pid)
+        yield pid, tids
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
                     stack.extend(int(c) for c in fh.read().split())
             except (OSError, ValueError):
                 pass
-    return found
+
+
+def _tree_tasks(root: int, enough: int) -> int:
+    """Tasks (processes and threads) in the process tree under `root`, counted up to `enough`."""
+    total = 0
+    for _, tids in _walk_tree(root):
+        total += len(tids)
+        if total > enough:
+            break
+    return total
+
+
+def _tree_processes(root: int) -> list[int]:
+    """The processes (thread-group leaders) in the process tree under `root`, `root` included."""
+    return [pid for pid, _ in _walk_tree(root)]
 
 
 def _resident(pid: int) -> int:
