@@ -71,6 +71,12 @@ def _nodes(tree: ast.AST) -> list[tuple[ast.AST, bool]]:
     return out
 
 
+def node_lines(tree: ast.AST) -> list[set[int]]:
+    """The lines each node spans, in `Site.node` order (empty for a node without a position)."""
+    return [set(range(n.lineno, (getattr(n, "end_lineno", None) or n.lineno) + 1)) if hasattr(n, "lineno") else set()
+            for n, _ in _nodes(tree)]
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
     """ids of the constants that are docstrings (never edited)."""
     out = set()

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, near_returns, one_edit_away, rename, restyle, sites
+from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, near_returns, node_lines, one_edit_away, rename, restyle, sites
 from trace_gym.coding.runner import exception_name
 from trace_gym.coding.templates import (
     ATTRIBUTES,
@@ -452,22 +452,14 @@ def _second_slip(rng: Rng, correct: str, source: str) -> str | None:
     ours, theirs = source.splitlines(), correct.splitlines()
     changed = {i + 1 for i, line in enumerate(ours) if i >= len(theirs) or line != theirs[i]}
     tree = ast.parse(source)
-    nodes = _node_lines(tree)
-    found = [site for site in sites(tree) if nodes[site.node] and not nodes[site.node] & changed] or sites(tree)
+    nodes, every = node_lines(tree), sites(tree)
+    found = [site for site in every if nodes[site.node] and not nodes[site.node] & changed] or every
     if not found:
         return None
     kinds = sorted({s.kind for s in found}, key=BUG_KINDS.index)
     kind = rng.choice(kinds)
     site = rng.choice([s for s in found if s.kind == kind])
     return ast.unparse(mutate(tree, site)) + "\n"
-
-
-def _node_lines(tree: ast.AST) -> list[set[int]]:
-    """The lines each node of `mutate`'s order spans (empty for nodes without a position)."""
-    from trace_gym.coding.mutate import _nodes
-
-    return [set(range(n.lineno, (getattr(n, "end_lineno", None) or n.lineno) + 1)) if hasattr(n, "lineno") else set()
-            for n, _ in _nodes(tree)]
 
 
 def _one_edit_fixes(module: types.ModuleType, name: str, source: str, fixed: Any) -> bool:
@@ -638,8 +630,9 @@ def _span_candidates(task: CodingTask, fixed: dict[str, str]) -> Iterator[dict[s
     def edits(function: str, rows: range | None) -> Iterator[ast.Module]:
         yield from one_edit_away(function, rows)
         tree = ast.parse(function)
-        for site, spans in zip(sites(tree), (_node_lines(tree)[site.node] for site in sites(tree))):
-            if rows is None or (spans and spans <= set(rows)):  # the bug kinds' own edits (len(x) + 1, ...)
+        spans, allowed = node_lines(tree), set(rows) if rows is not None else None
+        for site in sites(tree):  # the bug kinds' own edits (len(x) + 1, a dropped method)
+            if allowed is None or (spans[site.node] and spans[site.node] <= allowed):
                 yield mutate(ast.parse(function), site)
         yield near_returns(ast.parse(function), type(task.snippet_expected["value"])
                            if "value" in task.snippet_expected else None)

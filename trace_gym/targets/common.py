@@ -10,6 +10,7 @@ from trace_gym import capabilities as cap
 from trace_gym.rng import Rng
 from trace_gym.targets.config import TargetConfig
 from trace_gym.targets.task import Step
+from trace_gym.targets.user import is_question
 from trace_gym.worlds.world import Record
 
 
@@ -181,8 +182,6 @@ def draft_requests(draft: Drafting, table: dict[str, Callable], forbiddable: fro
 def _asks(step: Step) -> bool:
     """Whether an oracle turn asks the customer for a detail (a question that is no action
     summary to confirm)."""
-    from trace_gym.targets.user import is_question
-
     return "say" in step and is_question(step["say"])
 
 
