@@ -76,6 +76,9 @@ CAPABILITY_ENVS = ("trace/precondition_verification-v0", "trace/structured_data_
                    "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0")
 DEFAULT_CONFIG = "embedded"  # the shipped configs/embedded.toml
 DEFAULT_SECTIONS = "build,targets,weak,capabilities,analysis"
+BEFORE_MINIATURE = str(Path(__file__).parent / "configs" / "embedded-before-miniature.toml")
+SCALING_BUILDS = f"embedded:24,embedded:72,embedded:128,{BEFORE_MINIATURE}:128"
+"""The miniature at about 5, 15 and 30 minutes of SFT, and the knobs before it at 30."""
 
 PARSE_GOAL = 0.95
 PASS_BAND = (0.25, 0.60)
@@ -127,11 +130,20 @@ class Setup:
     in_band: set[str] | None = None
     """The capability envs the capabilities section found in band (None: not measured)."""
     policies: dict[tuple[float, int], Any] = field(default_factory=dict)
+    config: str = ""
+    """The run configuration (default: --config)."""
+    label: str = ""
+    """Prefix of the names of the trajectories kept (--keep-runs)."""
+    built: dict[str, Any] = field(default_factory=dict)
+    """The timed build's seconds and SFT figures (section build)."""
+
+    def __post_init__(self) -> None:
+        self.config = self.config or self.args.config
 
     def knobs(self, env_id: str) -> dict[str, Any]:
         from trace_gym.runconfig import env_knobs
 
-        return env_knobs(self.args.config, env_id)
+        return env_knobs(self.config, env_id)
 
     def policy(self, temperature: float, max_new_tokens: int) -> Any:
         """The local policy at this temperature and turn length (made once)."""
@@ -287,7 +299,9 @@ def weak_kinds_of(model: Path) -> tuple[str, ...]:
 
 # -- sections ----------------------------------------------------------------------------
 
-def section_build(s: Setup) -> Path:
+def section_build(s: Setup, episodes: int | None = None, keep: str | None = None) -> Path:
+    """Build the config's agent from an empty cache (`episodes` per target where given), time
+    it and the cached call after it, and keep it in `keep` (default --keep-build)."""
     import shutil
 
     from trace_gym.agents.hardware import native_bf16
@@ -295,13 +309,16 @@ def section_build(s: Setup) -> Path:
     args, agent = s.args, s.pipeline["base_agent"]
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TRACE_GYM_HOME": home}
-        command = [sys.executable, "-m", "trace_gym.cli", "base-agent", "build", "--quiet", "--config", args.config,
+        command = [sys.executable, "-m", "trace_gym.cli", "base-agent", "build", "--quiet", "--config", s.config,
                    "--from", agent["source"], "--weak-kinds", ",".join(agent["weak_kinds"]),
                    "--seed", str(s.pipeline["pipeline"]["seed"])]
+        if episodes is not None:
+            command += ["--episodes", str(episodes)]
         if args.threads:
             command += ["--threads", str(args.threads)]
-        print(f"build: {agent['source']}, weak kinds {', '.join(agent['weak_kinds']) or 'none'}, from an empty "
-              f"cache ({uptime()})", flush=True)
+        print(f"build: {agent['source']} with {s.config}'s recipe, {episodes or agent['episodes']} demonstrations "
+              f"a target, weak kinds {', '.join(agent['weak_kinds']) or 'none'}, from an empty cache ({uptime()})",
+              flush=True)
         start = time.perf_counter()
         out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.strip()
         first = time.perf_counter() - start
@@ -309,56 +326,114 @@ def section_build(s: Setup) -> Path:
         again = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.strip()
         second = time.perf_counter() - start
         native = native_bf16()
-        verdict = goal("build from an empty cache <= 1800 s" + ("" if native else " (no native bf16: not bound)"),
+        record = json.loads((Path(out) / "trace_gym_build.json").read_text())
+        s.built = {"seconds": first, **record["sft"]}
+        verdict = goal(f"build from an empty cache <= 1800 s ({s.config}, {episodes or agent['episodes']} a target)"
+                       + ("" if native else " (no native bf16: not bound)"),
                        f"{first:.0f} s", first <= BUILD_GOAL_S if native else None)
         print(f"build: {first:.0f} s from an empty cache (goal: at most {BUILD_GOAL_S:.0f} s"
-              f"{'' if native else ', printed, not bound: this CPU has no native bf16'}: {verdict}); the same "
+              f"{'' if native else ', printed, not bound: this CPU has no native bf16'}: {verdict}); "
+              f"{record['sft']['examples']} demonstrations, {record['sft']['tokens']} tokens, "
+              f"{record['sft']['steps']} steps, {record['precision']} on {record['threads']} thread(s); the same "
               f"call again {second:.1f} s, same directory {out == again}  ({uptime()})", flush=True)
-        keep = Path(args.keep_build or tempfile.mkdtemp(prefix="base-agent-"))
-        shutil.copytree(out, keep, dirs_exist_ok=True)
-        return keep
+        kept = Path(keep or args.keep_build or tempfile.mkdtemp(prefix="base-agent-"))
+        shutil.copytree(out, kept, dirs_exist_ok=True)
+        return kept
 
 
-def section_targets(s: Setup) -> None:
+def target_figures(s: Setup, env_id: str, seeds: int) -> dict[str, Any]:
+    """The agent greedy on `seeds` test seeds of a target, and the oracle on the same seeds:
+    parse rate (and the turns behind it), pass rates (all, weak kinds, others, per kind),
+    mean reward, assistant turns against the oracle's, timings."""
     from trace_gym.driver import Episode
 
     args = s.args
     policy = s.policy(0.0, s.pipeline["eval"]["max_new_tokens"])
+    knobs = s.knobs(env_id)
+    episodes = [Episode(SPLITS["test"].start + i) for i in range(seeds)]
+    start, cpu = time.perf_counter(), time.process_time()
+    records, turns = play(policy, env_id, episodes, knobs, args.in_flight, check_turns=True)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    keep_runs(args, f"{s.label}{env_id}-targets", records)
+    oracle_records, _ = play(oracle, env_id, episodes, knobs, args.in_flight)
+    kinds: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        kinds[r["task_kind"]].append(float(r["passed"]))
+    passes = [float(r["passed"]) for r in records]
+    agent_turns = mean([assistant_turns(r) for r in records])
+    oracle_turns = mean([assistant_turns(r) for r in oracle_records])
+    return {"knobs": knobs, "records": records, "turns": turns, "parse": parse_rate(turns), "passes": passes,
+            "pass": mean(passes), "interval": interval(passes), "reward": mean([r["reward"] for r in records]),
+            "kinds": dict(sorted(kinds.items())),
+            "weak": [p for k, v in kinds.items() if k in s.weak for p in v],
+            "other": [p for k, v in kinds.items() if k not in s.weak for p in v],
+            "agent_turns": agent_turns, "oracle_turns": oracle_turns,
+            "turns_ratio": agent_turns / oracle_turns if oracle_turns else float("nan"),
+            "oracle_pass": mean([float(r["passed"]) for r in oracle_records]), "wall": wall, "cpu": cpu}
+
+
+def section_targets(s: Setup) -> None:
+    args = s.args
     for env_id in TARGETS:
-        knobs = s.knobs(env_id)
-        episodes = [Episode(SPLITS["test"].start + i) for i in range(args.seeds)]
-        start, cpu = time.perf_counter(), time.process_time()
-        records, turns = play(policy, env_id, episodes, knobs, args.in_flight, check_turns=True)
-        wall = time.perf_counter() - start
-        rewards = [r["reward"] for r in records]
-        passes = [float(r["passed"]) for r in records]
-        rate = mean(passes)
-        lo, hi = interval(passes)
-        parse = parse_rate(turns)
+        f = target_figures(s, env_id, args.seeds)
+        rate, (lo, hi), parse, ratio, passes = f["pass"], f["interval"], f["parse"], f["turns_ratio"], f["passes"]
         parse_ok = goal(f"{env_id} parse rate >= {PARSE_GOAL}", f"{parse:.3f}", parse >= PARSE_GOAL)
         pass_ok = goal(f"{env_id} pass rate, greedy, in {PASS_BAND[0]:.2f}-{PASS_BAND[1]:.2f}", f"{rate:.3f}",
                        PASS_BAND[0] <= rate <= PASS_BAND[1])
-        print(f"{env_id} ({len(records)} test seeds, greedy, knobs {knobs}): {describe_turns(turns)} "
+        print(f"{env_id} ({len(passes)} test seeds, greedy, knobs {f['knobs']}): {describe_turns(f['turns'])} "
               f"(goal >= {PARSE_GOAL}: {parse_ok}); pass rate {rate:.3f} ({int(sum(passes))}/{len(passes)}, 95% CI "
               f"{lo:.3f}-{hi:.3f}; goal {PASS_BAND[0]:.2f}-{PASS_BAND[1]:.2f}: {pass_ok}); mean reward "
-              f"{mean(rewards):.3f}{errors_of(records)}; {60 * len(records) / wall:.2f} episodes/min "
-              f"({wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, {uptime()})", flush=True)
-        kinds: dict[str, list[float]] = defaultdict(list)
-        for r in records:
-            kinds[r["task_kind"]].append(float(r["passed"]))
+              f"{f['reward']:.3f}{errors_of(f['records'])}; {60 * len(passes) / f['wall']:.2f} episodes/min "
+              f"({f['wall']:.0f} s wall, {f['cpu']:.0f} s CPU, {uptime()})", flush=True)
         print("  by kind: " + "; ".join(f"{k}{' (weak)' if k in s.weak else ''} {mean(v):.2f} of {len(v)}"
-                                        for k, v in sorted(kinds.items())), flush=True)
-        start = time.perf_counter()
-        oracle_records, _ = play(oracle, env_id, episodes, knobs, args.in_flight)
-        agent_turns = mean([assistant_turns(r) for r in records])
-        oracle_turns = mean([assistant_turns(r) for r in oracle_records])
-        ratio = agent_turns / oracle_turns if oracle_turns else float("nan")
+                                        for k, v in f["kinds"].items()), flush=True)
         turns_ok = goal(f"{env_id} mean assistant turns <= {TURNS_RATIO_GOAL}x the oracle's",
-                        f"{ratio:.2f}x ({agent_turns:.1f} vs {oracle_turns:.1f})", ratio <= TURNS_RATIO_GOAL)
-        print(f"  assistant turns an episode: agent {agent_turns:.2f}, oracle {oracle_turns:.2f} on the same seeds "
-              f"(oracle pass rate {mean([float(r['passed']) for r in oracle_records]):.3f}); ratio {ratio:.2f} "
-              f"(goal <= {TURNS_RATIO_GOAL}: {turns_ok})  [{time.perf_counter() - start:.1f} s]", flush=True)
-        keep_runs(args, f"{env_id}-targets", records)
+                        f"{ratio:.2f}x ({f['agent_turns']:.1f} vs {f['oracle_turns']:.1f})", ratio <= TURNS_RATIO_GOAL)
+        print(f"  assistant turns an episode: agent {f['agent_turns']:.2f}, oracle {f['oracle_turns']:.2f} on the "
+              f"same seeds (oracle pass rate {f['oracle_pass']:.3f}); ratio {ratio:.2f} (goal <= {TURNS_RATIO_GOAL}: "
+              f"{turns_ok})", flush=True)
+
+
+def section_scaling(s: Setup) -> None:
+    """Build each of --scaling-builds from an empty cache and play it greedy on --scaling-seeds
+    test seeds per target with its config's knobs; one table row per build."""
+    from trace_gym.pipeline.config import load
+
+    args = s.args
+    rows = []
+    for entry in args.scaling_builds.split(","):
+        config, _, episodes = entry.rpartition(":")
+        if not config or not episodes.isdigit():
+            raise SystemExit(f"--scaling-builds: {entry!r} is not CONFIG:EPISODES")
+        label = f"{Path(config).stem}:{episodes}"
+        variant = Setup(args, load(config), s.train, config=config, label=label.replace(":", "-") + "-")
+        keep = str(Path(args.keep_build or tempfile.mkdtemp(prefix="scaling-")) / label.replace(":", "-"))
+        variant.model = section_build(variant, int(episodes), keep)
+        variant.weak = weak_kinds_of(variant.model)
+        try:
+            figures = {env_id: target_figures(variant, env_id, args.scaling_seeds) for env_id in TARGETS}
+        finally:
+            variant.close()
+        rows.append((label, variant.built, figures))
+        for env_id, f in figures.items():
+            print(f"  {label} {env_id}: parse {f['parse']:.3f} ({describe_turns(f['turns'])}); pass {f['pass']:.3f}; "
+                  f"by kind " + "; ".join(f"{k} {int(sum(v))}/{len(v)}" for k, v in f["kinds"].items())
+                  + f"; turns {f['agent_turns']:.2f} vs the oracle's {f['oracle_turns']:.2f}{errors_of(f['records'])}"
+                  f"  ({uptime()})", flush=True)
+    print(f"scaling ({args.scaling_seeds} greedy test seeds per target; pass: all, weak kinds, other kinds; "
+          f"turns: the agent's assistant turns over the oracle's):")
+    head = f"  {'build':32s} {'min':>5s} {'tokens':>8s} {'demos':>5s}"
+    for env_id in TARGETS:
+        name = env_id.split("/")[1].split("-")[0]
+        head += f" | {name + ' parse':>12s} {'pass':>5s} {'weak':>5s} {'other':>5s} {'turns':>5s}"
+    print(head)
+    for label, built, figures in rows:
+        line = f"  {label:32s} {built['seconds'] / 60:5.1f} {built['tokens']:8d} {built['examples']:5d}"
+        for env_id in TARGETS:
+            f = figures[env_id]
+            line += (f" | {f['parse']:12.3f} {f['pass']:5.2f} {mean(f['weak']):5.2f} {mean(f['other']):5.2f} "
+                     f"{f['turns_ratio']:5.2f}")
+        print(line, flush=True)
 
 
 def section_kv(s: Setup) -> None:
@@ -520,7 +595,7 @@ def section_analysis(s: Setup) -> None:
     print(f"  selected capabilities whose env is in band: goal >= {IN_BAND_GOAL}: {verdict}", flush=True)
 
 
-SECTIONS = {"targets": section_targets, "kv": section_kv, "weak": section_weak,
+SECTIONS = {"scaling": section_scaling, "targets": section_targets, "kv": section_kv, "weak": section_weak,
             "capabilities": section_capabilities, "analysis": section_analysis}
 
 
@@ -543,6 +618,9 @@ def main() -> None:
     parser.add_argument("--cap-samples", type=int, default=8, help="samples per seed")
     parser.add_argument("--analysis-episodes", type=int, help="train seeds per target (default: [rollout] episodes)")
     parser.add_argument("--kv-episodes", type=int, default=8)
+    parser.add_argument("--scaling-builds", default=SCALING_BUILDS,
+                        help="section scaling: CONFIG:EPISODES builds, comma-separated (default: %(default)s)")
+    parser.add_argument("--scaling-seeds", type=int, default=32, help="section scaling: test seeds per target")
     parser.add_argument("--threads", type=int, help="threads (default: every core this process may use)")
     parser.add_argument("--keep-build", help="where the timed build is kept")
     parser.add_argument("--keep-runs", help="directory for the sections' trajectories")
@@ -566,6 +644,11 @@ def main() -> None:
     print(f"config {args.config}: trainer's temperature {s.train.temperature}, max_new_tokens "
           f"{s.train.max_new_tokens}; targets' max_new_tokens {s.pipeline['eval']['max_new_tokens']}", flush=True)
     s.model = Path(args.model) if args.model else None
+    if sections == ["scaling"]:  # builds its own agents
+        section_scaling(s)
+        print(f"wall time: {time.perf_counter() - started:.0f} s  ({uptime()})")
+        summary()
+        return
     if "build" in sections or s.model is None:
         s.model = section_build(s)
     if args.weak_kinds is not None:

@@ -141,8 +141,8 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     assert time.perf_counter() - started < 180, "the micro budget's whole pipeline takes at most 3 minutes"
     report = (tmp_path / "whole" / "report.md").read_text()
     assert "## Final evaluation" in report and (tmp_path / "whole" / "report.html").is_file()
-    assert "| trace/airline-v0 | compound_rate | 0.100 | 0.300 |" in report  # a scaled knob, named
-    assert "| trace/retail-v0 | compound_rate | 0.100 | 0.300 |" in report  # the embedded default scales both
+    assert "| trace/airline-v0 | compound_rate | 0.000 | 0.300 |" in report  # a knob of the miniature, named
+    assert "| trace/retail-v0 | opening | given | ask |" in report  # the embedded default's miniature of both
     assert whole["adapters"] and whole["compose"] is not None
     assert set(whole["eval"]["order"]) >= {"base", "router", "mixture"}
 

