@@ -1,7 +1,7 @@
 """The embedded base agent: build time, and how it does on the targets and capability envs.
 
     python benchmarks/base_agent.py [--model DIR] [--config configs/embedded.toml]
-                                    [--sections build,targets,weak,capabilities,analysis]
+                                    [--sections build,targets,weak,capabilities,analysis | scaling]
                                     [--engine openvino|torch] [--constrain-calls] [--in-flight 64]
                                     [--seeds 64] [--weak-episodes 32] [--cap-seeds 8] [--cap-samples 8]
                                     [--analysis-episodes N] [--threads N]
@@ -41,6 +41,15 @@ Sections:
   per target, default the config's `[rollout]` episodes), analysed as its analysis stage
   does: the table (name, status, mean Delta, mean coverage), and whether it selects at least
   two capabilities whose envs the capabilities section found in band.
+- scaling (by name only, alone: it builds its own agents): each of `--scaling-builds`
+  (CONFIG:EPISODES, default the miniature at 24, 72 and 128 demonstrations a target, about
+  5, 15 and 30 minutes of SFT, and the knobs before the miniature,
+  `benchmarks/configs/embedded-before-miniature.toml`, at 128) built from an empty cache and
+  played greedy on `--scaling-seeds` test seeds per target with its config's knobs, the oracle
+  on the same seeds; then a table, one row per build: minutes, SFT tokens, demonstrations,
+  and per target the parse rate, the pass rate (all, weak kinds, the others) and the agent's
+  assistant turns over the oracle's. The builds and their trajectories are kept under
+  `--keep-build` and `--keep-runs`.
 - kv (by name only, not a default section; torch engine): `--kv-episodes` episodes per target
   (all in flight), with and without KV reuse, side by side: prefilled tokens per episode,
   wall and CPU seconds, episodes per minute, and whether every transcript is identical.
@@ -333,7 +342,8 @@ def section_build(s: Setup, episodes: int | None = None, keep: str | None = None
                        f"{first:.0f} s", first <= BUILD_GOAL_S if native else None)
         print(f"build: {first:.0f} s from an empty cache (goal: at most {BUILD_GOAL_S:.0f} s"
               f"{'' if native else ', printed, not bound: this CPU has no native bf16'}: {verdict}); "
-              f"{record['sft']['examples']} demonstrations, {record['sft']['tokens']} tokens, "
+              f"{record['sft']['examples']} demonstrations ({record['sft'].get('cut', '?')} cut at max_tokens, the "
+              f"longest {record['sft'].get('longest', '?')} tokens), {record['sft']['tokens']} tokens, "
               f"{record['sft']['steps']} steps, {record['precision']} on {record['threads']} thread(s); the same "
               f"call again {second:.1f} s, same directory {out == again}  ({uptime()})", flush=True)
         kept = Path(keep or args.keep_build or tempfile.mkdtemp(prefix="base-agent-"))
