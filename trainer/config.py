@@ -25,7 +25,7 @@ MODEL_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
 VALIDATION_SEEDS = 100_000
 """The last seeds of the train split form its validation slice: never drawn for training."""
-EXTENDABLE = ("iterations", "checkpoint_every", "eval_every")
+EXTENDABLE = ("iterations", "checkpoint_every", "eval_every", "eval_samples")
 """Settings a resumed run may change: how far it goes and how often it saves and evaluates."""
 
 
@@ -112,6 +112,13 @@ class GRPOConfig:
     eval_seeds: int = 32
     """Validation seeds: the first ones of the train split's validation slice, which
     training never draws (test seeds stay for the final evaluation)."""
+    eval_samples: int = 1
+    """Episodes per validation seed: 1 plays it greedy; more sample at `temperature`, each
+    with a sampling seed of its own derived from (seed, validation seed, sample), the same
+    at every evaluation, so that two iterations' scores differ by the policy, not the draw."""
+    movement: bool = True
+    """After each update, measure how far it moved the policy on the batch's own tokens: one
+    more forward pass with the adapter and (when beta is 0) one without (`policy/*`)."""
     threads: int = 2
     """Torch threads of the local backend and the loss."""
     device: str = "auto"
@@ -144,7 +151,7 @@ class GRPOConfig:
         object.__setattr__(self, "lora_target_parameters", tuple(self.lora_target_parameters))
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
         positive = ("iterations", "groups", "group_size", "max_new_tokens", "steps_per_batch", "lora_rank",
-                    "lora_alpha", "batch_episodes", "threads", "eval_seeds", "checkpoint_every")
+                    "lora_alpha", "batch_episodes", "threads", "eval_seeds", "eval_samples", "checkpoint_every")
         for name in positive:
             value = getattr(self, name)
             require(self, name, type(value) is int and value >= 1, "must be an integer >= 1")

@@ -60,13 +60,11 @@ import numpy as np
 import torch
 
 from trace_gym.agents.episodes import Backend, Request, Rollout
-from trace_gym.trainer.config import VALIDATION_SEEDS
 from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.errors import InternalError
 from trace_gym.seeding import SPLITS
 from trace_gym.trainer import distributed
-from trace_gym.trainer.config import GRPOConfig
-
+from trace_gym.trainer.config import VALIDATION_SEEDS, GRPOConfig
 
 
 def validation_seeds(n: int) -> list[int]:
@@ -144,7 +142,7 @@ def collect(config: GRPOConfig, backend: Backend, iteration: int) -> tuple[dict[
     taken: set[int] = set()
     informative: dict[int, list[Rollout]] = {}
     played: list[Rollout] = []
-    first_constant = 0
+    first_constant = all_constant = 0
     need = math.ceil(config.min_informative * config.groups)
     for round_ in range(config.max_resample_rounds + 1):
         n = config.groups if round_ == 0 else config.groups - len(informative)
@@ -155,10 +153,12 @@ def collect(config: GRPOConfig, backend: Backend, iteration: int) -> tuple[dict[
         constant = [s for s in seeds if is_constant(groups[s])]
         if round_ == 0:
             first_constant = len(constant)
+        all_constant += len(constant)
         informative.update({s: groups[s] for s in seeds if s not in constant})
         if len(informative) >= need or len(informative) == config.groups:
             break
-    return informative, {"played": played, "rounds": round_ + 1, "first_constant": first_constant}
+    return informative, {"played": played, "rounds": round_ + 1, "first_constant": first_constant,
+                         "all_constant": all_constant}
 
 
 # -- 4. samples ------------------------------------------------------------------------------
@@ -290,6 +290,7 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm))
         optimizer.step()
         if step == 0:
+            before = logp.detach()  # the trainer's log-probabilities before any step (movement)
             old = torch.where(batch.trainer_old, logp, old)
             sampler = batch.sampled
             gap = float((logp[sampler] - batch.old_logp[sampler]).abs().sum())
@@ -303,7 +304,27 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             }
     optimizer.zero_grad(set_to_none=True)
     model.eval()
+    if config.movement and batch.sequences:
+        metrics.update(movement(model, batch, before, ref, config, run))
     return metrics
+
+
+def movement(model: Any, batch: Batch, before: torch.Tensor, ref: torch.Tensor | None, config: GRPOConfig,
+             run: Callable[..., torch.Tensor]) -> dict[str, float]:
+    """How far the update moved the policy on the batch's own completion tokens: the mean
+    change of their log-probability, the same change signed by each token's advantage (> 0:
+    toward what the advantages ask), and the k3 KL to the adapter-disabled model after it."""
+    with torch.no_grad():
+        after = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
+        if ref is None:
+            with model.disable_adapter():
+                ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
+    change = after - before
+    toward = torch.sign(batch.advantage) * change
+    change, toward, kl, n = distributed.sum_floats(
+        [float(change.sum()), float(toward.sum()), float(k3_kl(after, ref).sum()), float(len(after))])
+    return {"policy/logp_change": change / max(1.0, n), "policy/logp_change_toward_advantage": toward / max(1.0, n),
+            "policy/kl_to_base": kl / max(1.0, n)}
 
 
 # -- the iteration ---------------------------------------------------------------------------
@@ -318,11 +339,15 @@ def iteration(config: GRPOConfig, model: Any, optimizer: torch.optim.Optimizer, 
     t1 = clock()
     rollouts = played["played"]
     rewards = [r.reward for r in rollouts]
+    plain = [r for r in rollouts if not r.request.hint]  # what the policy does without the hint
     metrics: dict[str, Any] = {
         "iteration": index,
         "reward/mean": float(np.mean(rewards)), "reward/std": float(np.std(rewards)),
         "reward/pass_rate": float(np.mean([r.passed for r in rollouts])),
+        "reward/hint_free": float(np.mean([r.reward for r in plain])) if plain else float("nan"),
+        "reward/hint_free_pass_rate": float(np.mean([r.passed for r in plain])) if plain else float("nan"),
         "groups/constant_share": played["first_constant"] / config.groups,
+        "groups/constant_share_all": played["all_constant"] / (len(rollouts) // config.group_size),
         "groups/informative": len(groups), "groups/rounds": played["rounds"],
         "episodes/total": len(rollouts),
         "tokens/turns": sum(len(r.turns) for r in rollouts),

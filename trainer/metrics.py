@@ -16,7 +16,10 @@ METRICS = {
     "reward/mean": "mean episode reward over every episode played",
     "reward/std": "standard deviation of those rewards",
     "reward/pass_rate": "share of episodes with reward 1",
+    "reward/hint_free": "mean reward of the episodes played without the hint (the policy's own)",
+    "reward/hint_free_pass_rate": "pass rate of the episodes played without the hint",
     "groups/constant_share": "share of the first G groups whose K rewards were all equal (dropped)",
+    "groups/constant_share_all": "share of every group played, resampling rounds included, that was constant",
     "groups/informative": "groups with reward variance in the batch",
     "groups/rounds": "rounds of seeds drawn (1: no resampling)",
     "episodes/total": "episodes played this iteration (the rollout budget)",
@@ -26,12 +29,16 @@ METRICS = {
     "loss/grad_norm": "gradient norm before clipping",
     "loss/logp_mismatch": "mean |log p_trainer - log p_sampler| on tokens sampled from the hint-free prompt",
     "tokens/completion": "completion tokens in the loss",
+    "policy/logp_change": "mean change of the batch's completion tokens' log-probability over the update",
+    "policy/logp_change_toward_advantage": "the same, signed by each token's advantage (> 0: the way the loss asks)",
+    "policy/kl_to_base": "k3 KL of the updated policy to the adapter-disabled model on the batch's tokens",
     "tokens/prompt": "prompt tokens of the loss's samples",
     "tokens/turns": "agent turns played",
     "time/rollout_s": "seconds of rollouts (generation and env steps)",
     "time/update_s": "seconds of the loss, backward and optimiser steps",
     "val/mean_reward": "mean reward on the validation slice (when evaluated)",
     "val/pass_rate": "pass rate on the validation slice (when evaluated)",
+    "val/std_error": "standard error of val/mean_reward over its seeds (each seed's mean over eval_samples)",
 }
 """Name -> meaning; `checks/<name>` adds one entry per verdict check."""
 
@@ -100,8 +107,9 @@ def summary_table(row: dict[str, Any], total: int) -> Any:
     from rich.table import Table
 
     table = Table(title=f"iteration {row['iteration'] + 1}/{total}", show_header=False, box=None)
-    for name in ("reward/mean", "reward/pass_rate", "groups/constant_share", "loss/clip_fraction",
-                 "loss/logp_mismatch", "tokens/completion", "time/rollout_s", "time/update_s", "val/mean_reward"):
+    for name in ("reward/mean", "reward/hint_free", "reward/pass_rate", "groups/constant_share_all",
+                 "loss/clip_fraction", "loss/logp_mismatch", "policy/logp_change_toward_advantage",
+                 "policy/kl_to_base", "tokens/completion", "time/rollout_s", "time/update_s", "val/mean_reward"):
         if name in row:
             value = row[name]
             table.add_row(name, f"{value:.3f}" if isinstance(value, float) else str(value))

@@ -88,15 +88,26 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
 
 
 def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> dict[str, float]:
-    """Greedy episodes on the validation slice: mean reward and pass rate."""
+    """The validation slice's episodes (`eval_seeds` x `eval_samples`, greedy at one sample):
+    mean reward, pass rate, and the mean reward's standard error over the seeds."""
+    import numpy as np
+
     from trace_gym.agents.episodes import Request
     from trace_gym.trainer.distributed import play_sharded
     from trace_gym.trainer.grpo import validation_seeds
 
     backend.sync(model, iteration)
-    rollouts = play_sharded(backend.play, [Request(seed, 0, False, 0) for seed in validation_seeds(config.eval_seeds)])
+    requests = [Request(seed, k, False, int(np.random.SeedSequence([config.seed, seed, k]).generate_state(1)[0])
+                        if config.eval_samples > 1 else 0)
+                for seed in validation_seeds(config.eval_seeds) for k in range(config.eval_samples)]
+    rollouts = play_sharded(backend.play, requests)
+    per_seed: dict[int, list[float]] = {}
+    for r in rollouts:
+        per_seed.setdefault(r.seed, []).append(r.reward)
+    means = [float(np.mean(v)) for v in per_seed.values()]
     return {"val/mean_reward": sum(r.reward for r in rollouts) / len(rollouts),
-            "val/pass_rate": sum(r.passed for r in rollouts) / len(rollouts)}
+            "val/pass_rate": sum(r.passed for r in rollouts) / len(rollouts),
+            "val/std_error": float(np.std(means, ddof=1) / np.sqrt(len(means))) if len(means) > 1 else 0.0}
 
 
 def _env_sha256(env_id: str) -> str | None:
@@ -190,7 +201,8 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     if lead:
         write_json_atomic(out / "config.json", config.to_json())
     backend = make_backend(config, model, tokenizer, out, base=base)
-    evaluator = make_backend(config, model, tokenizer, out, temperature=0.0, base=base) if config.eval_every else None
+    evaluator = make_backend(config, model, tokenizer, out, temperature=0.0 if config.eval_samples == 1 else None,
+                             base=base) if config.eval_every else None
     metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None) \
         if lead else None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

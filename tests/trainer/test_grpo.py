@@ -90,6 +90,9 @@ def test_constant_groups_are_dropped_and_fresh_seeds_drawn_within_the_bound():
     assert len(set(seeds)) * 4 == len(seeds)  # fresh seeds each round
     assert all(sum(r.hint for r in batch if r.seed == s) == 2 for batch in backend.played
                for s in {r.seed for r in batch})
+    # every round's constant groups are counted, not only the first round's
+    even = [sum(1 for s in {r.seed for r in batch} if s % 2 == 0) for batch in backend.played]
+    assert played["first_constant"] == even[0] and played["all_constant"] == sum(even) > even[0]
     again = grpo.collect(config, ScriptedBackend(), iteration=0)[0]
     assert sorted(again) == sorted(groups)  # the draws are a function of (seed, iteration)
     assert sorted(grpo.collect(config, ScriptedBackend(), iteration=1)[0]) != sorted(groups)
@@ -263,6 +266,40 @@ def test_a_step_moves_the_lora_weights_and_leaves_the_base_frozen():
     assert moved and all("lora_" in n for n in moved)
     assert any("lora_B" in n for n in moved)
     assert metrics["tokens/completion"] == 4.0
+    # the update's movement, measured on the batch's own tokens: toward the advantages, away
+    # from the adapter-disabled model (the adapter starts as the identity: KL 0 before)
+    assert metrics["policy/logp_change_toward_advantage"] > 0 and metrics["policy/kl_to_base"] > 0
+    assert metrics["policy/logp_change"] != 0
+    quiet = grpo.update(model, optimizer, grpo.samples_of(groups, grpo.advantages(groups)),
+                        GRPOConfig(group_size=2, lr=1e-2, movement=False), params)
+    assert not any(k.startswith("policy/") for k in quiet)
+
+
+def test_validation_samples_each_seed_with_a_fixed_draw():
+    """eval_samples > 1: every validation seed played that many times, each with its own
+    sampling seed, the same at every evaluation; the standard error is over the seeds."""
+    from trace_gym.trainer.training import evaluate
+
+    class Recording(ScriptedBackend):
+        def play(self, requests):
+            self.played.append(list(requests))
+            return [_rollout(r.seed, r.sample, float(r.sample == 0 and r.seed % 2 == 0)) for r in requests]
+
+    backend = Recording()
+    config = GRPOConfig(eval_seeds=4, eval_samples=3)
+    first = evaluate(config, backend, None, 0)
+    evaluate(config, backend, None, 5)
+    a, b = backend.played
+    assert a == b and len(a) == 12 and len({r.sampling_seed for r in a}) == 12
+    assert sorted({r.seed for r in a}) == grpo.validation_seeds(4)
+    per_seed = [1 / 3 if s % 2 == 0 else 0.0 for s in grpo.validation_seeds(4)]
+    mean = sum(per_seed) / 4
+    assert first["val/mean_reward"] == pytest.approx(mean)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in per_seed) / 3) / 2
+    assert first["val/std_error"] == pytest.approx(spread) and spread > 0
+    greedy = Recording()
+    evaluate(GRPOConfig(eval_seeds=4), greedy, None, 0)
+    assert [r.sampling_seed for r in greedy.played[0]] == [0] * 4
 
 
 # -- whole runs ------------------------------------------------------------------------------
