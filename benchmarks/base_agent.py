@@ -430,7 +430,11 @@ def section_scaling(s: Setup) -> None:
                   f"by kind " + "; ".join(f"{k} {int(sum(v))}/{len(v)}" for k, v in f["kinds"].items())
                   + f"; turns {f['agent_turns']:.2f} vs the oracle's {f['oracle_turns']:.2f}{errors_of(f['records'])}"
                   f"  ({uptime()})", flush=True)
-    print(f"scaling ({args.scaling_seeds} greedy test seeds per target; pass: all, weak kinds, other kinds; "
+        scaling_table(rows, args.scaling_seeds)  # after every build: a run cut short keeps its rows
+
+
+def scaling_table(rows: list[tuple[str, dict[str, Any], dict[str, Any]]], seeds: int) -> None:
+    print(f"scaling ({seeds} greedy test seeds per target; pass: all, weak kinds, other kinds; "
           f"turns: the agent's assistant turns over the oracle's):")
     head = f"  {'build':32s} {'min':>5s} {'tokens':>8s} {'demos':>5s}"
     for env_id in TARGETS:
