@@ -154,3 +154,17 @@ def test_the_embedded_prompt_style_is_set_in_one_place(monkeypatch):
     assert styles == dict.fromkeys(styles, "full")
     assert knobs({"env_knobs": {"trace/retail-v0": {"prompt_style": "compact"}}}, "trace/retail-v0") == {
         "prompt_style": "compact"}
+
+
+def test_the_knobs_before_the_miniature_still_make_a_recipe_and_targets():
+    """benchmarks/base_agent.py --scaling builds an agent at the knobs the miniature replaced:
+    their config stays a valid recipe with scaled, not miniature, targets."""
+    from trace_gym.baseagent.build import BaseAgentConfig
+
+    before = REPO / "benchmarks" / "configs" / "embedded-before-miniature.toml"
+    recipe = BaseAgentConfig.from_table(load(before)["base_agent"], where=str(before))
+    assert recipe.max_tokens == 1536 and "opening" not in recipe.env_kwargs
+    for env_id in ("trace/airline-v0", "trace/retail-v0"):
+        knobs = env_knobs(before, env_id)
+        assert knobs["max_requests"] == 2 and "opening" not in knobs
+        gym.make(env_id, **knobs).close()
