@@ -304,7 +304,7 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             }
     optimizer.zero_grad(set_to_none=True)
     model.eval()
-    if config.movement and batch.sequences:
+    if config.movement:  # in every process, samples or none: its sums are collective
         metrics.update(movement(model, batch, before, ref, config, run))
     return metrics
 
@@ -315,10 +315,13 @@ def movement(model: Any, batch: Batch, before: torch.Tensor, ref: torch.Tensor |
     change of their log-probability, the same change signed by each token's advantage (> 0:
     toward what the advantages ask), and the k3 KL to the adapter-disabled model after it."""
     with torch.no_grad():
-        after = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
-        if ref is None:
-            with model.disable_adapter():
-                ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
+        if not batch.sequences:  # this process's share is empty: nothing to run, the sums stay collective
+            after = ref = before
+        else:
+            after = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
+            if ref is None:
+                with model.disable_adapter():
+                    ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
     change = after - before
     toward = torch.sign(batch.advantage) * change
     change, toward, kl, n = distributed.sum_floats(
