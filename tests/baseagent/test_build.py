@@ -250,7 +250,7 @@ def test_the_command_line_sets_the_capability_demonstrations(monkeypatch, capsys
     monkeypatch.setattr(recipe, "build", lambda config, out, **kw: seen.append(config) or Path("agent"))
     assert cli.main(["base-agent", "build", "--quiet"]) == 0
     assert cli.main(["base-agent", "build", "--quiet", "--capability-episodes", "24"]) == 0
-    assert [c.capability_episodes for c in seen] == [0, 24]
+    assert [c.capability_episodes for c in seen] == [16, 24]  # the embedded recipe's, then the flag's
 
 
 def test_the_fixture_recipe_is_the_committed_fixtures():
