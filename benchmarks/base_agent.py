@@ -74,7 +74,6 @@ from trace_gym.agents.hardware import usable_cores  # imports no torch: before O
 os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
 
 import fastjsonschema
-import numpy as np
 
 import trace_gym  # noqa: F401
 from trace_gym.messages import INVALID_TOOL_CALL
@@ -284,7 +283,9 @@ def interval(values: list[float]) -> tuple[float, float]:
 def sampling_seed(base: int, seed: int, sample: int) -> int:
     """A sample's sampling seed, derived from (seed, sample) as GRPO's rollouts derive theirs
     (`trace_gym.trainer.grpo.requests_for`, at iteration 0)."""
-    return int(np.random.SeedSequence([base, 0, seed, sample]).generate_state(1)[0])
+    from trace_gym.agents.episodes import sampling_seed as derive
+
+    return derive(base, 0, seed, sample)
 
 
 def errors_of(records: list[dict[str, Any]]) -> str:
@@ -411,14 +412,15 @@ def section_scaling(s: Setup) -> None:
 
     args = s.args
     rows = []
+    root = Path(args.keep_build or tempfile.mkdtemp(prefix="scaling-"))  # one folder for every build
     for entry in args.scaling_builds.split(","):
         config, _, episodes = entry.rpartition(":")
         if not config or not episodes.isdigit():
             raise SystemExit(f"--scaling-builds: {entry!r} is not CONFIG:EPISODES")
         label = f"{Path(config).stem}:{episodes}"
-        variant = Setup(args, load(config), s.train, config=config, label=label.replace(":", "-") + "-")
-        keep = str(Path(args.keep_build or tempfile.mkdtemp(prefix="scaling-")) / label.replace(":", "-"))
-        variant.model = section_build(variant, int(episodes), keep)
+        name = label.replace(":", "-")
+        variant = Setup(args, load(config), s.train, config=config, label=name + "-")
+        variant.model = section_build(variant, int(episodes), str(root / name))
         variant.weak = weak_kinds_of(variant.model)
         try:
             figures = {env_id: target_figures(variant, env_id, args.scaling_seeds) for env_id in TARGETS}

@@ -156,9 +156,7 @@ class TRLRollouts:
         """Play one episode per prompt with the trainer's current model and return, per
         episode, its prompt ids, completion ids, logprobs, env_mask and reward
         (`trace_reward`), as TRL's `rollout_func` returns them."""
-        import numpy as np
-
-        from trace_gym.agents.episodes import LocalBackend, Request
+        from trace_gym.agents.episodes import LocalBackend, Request, sampling_seed
 
         requests, seen = [], {}
         for prompt in prompts:
@@ -171,8 +169,7 @@ class TRLRollouts:
             if row.get("env_id") != self.env_id:
                 raise TraceGymError(f"a row of {row.get('env_id')} given to the rollouts of {self.env_id}")
             k = seen[seed] = seen.get(seed, -1) + 1
-            sampling = int(np.random.SeedSequence([self.seed, self.calls, seed, k]).generate_state(1)[0])
-            requests.append(Request(seed, k, False, sampling))
+            requests.append(Request(seed, k, False, sampling_seed(self.seed, self.calls, seed, k)))
         self.calls += 1
         model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
         backend = LocalBackend(model, self.tokenizer, self.env_id, self.env_kwargs, temperature=self.temperature,

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trace_gym.agents.episodes import Backend, Request, Rollout
+from trace_gym.agents.episodes import Backend, Request, Rollout, sampling_seed
 from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.errors import InternalError
 from trace_gym.seeding import SPLITS
@@ -94,8 +94,8 @@ def requests_for(config: GRPOConfig, seeds: list[int], iteration: int) -> list[R
     out = []
     for seed in seeds:
         for k in range(config.group_size):
-            sampling = int(np.random.SeedSequence([config.seed, iteration, seed, k]).generate_state(1)[0])
-            out.append(Request(seed=seed, sample=k, hint=k < config.hinted(), sampling_seed=sampling))
+            out.append(Request(seed=seed, sample=k, hint=k < config.hinted(),
+                               sampling_seed=sampling_seed(config.seed, iteration, seed, k)))
     return out
 
 

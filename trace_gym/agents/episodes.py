@@ -22,7 +22,16 @@ from trace_gym.driver import Episode as Request
 from trace_gym.driver import Played as Rollout
 from trace_gym.driver import Turn
 
-__all__ = ["Backend", "LocalBackend", "Request", "Rollout", "Turn"]
+__all__ = ["Backend", "LocalBackend", "Request", "Rollout", "Turn", "sampling_seed"]
+
+
+def sampling_seed(*key: int) -> int:
+    """An episode's sampling seed, a function of its key alone (the run's seed, then what
+    tells the episode apart: iteration, env seed, sample): GRPO's rollouts, validation and
+    TRL's rollouts each derive theirs with a key of their own shape."""
+    import numpy as np
+
+    return int(np.random.SeedSequence(list(key)).generate_state(1)[0])
 
 
 class Backend(Protocol):

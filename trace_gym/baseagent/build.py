@@ -186,9 +186,11 @@ def default_agent_dir() -> Path:
 
 # -- training data ------------------------------------------------------------------------
 
-def examples(tokenizer, demos: list[dict[str, Any]], config: BaseAgentConfig) -> list[tuple[list[int], list[float]]]:
+def examples(tokenizer, demos: list[dict[str, Any]], config: BaseAgentConfig,
+             lengths: list[int] | None = None) -> list[tuple[list[int], list[float]]]:
     """(token ids, per-token loss weight) per demonstration, cut to `max_tokens`: weight 0
-    outside the agent's turns, `call_weight` inside `<tool_call>...</tool_call>`, 1 elsewhere."""
+    outside the agent's turns, `call_weight` inside `<tool_call>...</tool_call>`, 1 elsewhere.
+    `lengths`, where given, receives each demonstration's whole length (before the cut)."""
     import re
 
     out = []
@@ -204,6 +206,8 @@ def examples(tokenizer, demos: list[dict[str, Any]], config: BaseAgentConfig) ->
         for (start, _), m in zip(encoded["offset_mapping"], rendered["assistant_masks"]):
             inside = any(a <= start < b for a, b in calls)
             weights.append(0.0 if not m else config.call_weight if inside else 1.0)
+        if lengths is not None:
+            lengths.append(len(rendered["input_ids"]))
         ids, weights = rendered["input_ids"][: config.max_tokens], weights[: config.max_tokens]
         if any(weights[1:]):
             out.append((ids, weights))
@@ -443,16 +447,14 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
     model, tokenizer = load_start(start, config)
     demos = demonstrations(config) + capability_demonstrations(config)
-    data, groups, prompts, longest, cut = [], [], {}, 0, 0
+    data, groups, prompts, lengths = [], [], {}, []
     for demo in demos:  # demonstrations of one target share a system prompt: they train together
-        length = len(tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=True,
-                                                   return_dict=True)["input_ids"])
-        longest, cut = max(longest, length), cut + (length > config.max_tokens)
-        kept = examples(tokenizer, [demo], config)
+        kept = examples(tokenizer, [demo], config, lengths)
         data += kept
         groups += [prompts.setdefault(demo["messages"][0]["content"], len(prompts))] * len(kept)
     if not data:
         raise InvalidConfig(f"no demonstration has an agent token within max_tokens={config.max_tokens}")
+    longest, cut = max(lengths), sum(n > config.max_tokens for n in lengths)
     say(f"demonstrations: {len(demos)} oracle episodes of the targets and capability envs ({len(data)} used), "
         f"{sum(len(ids) for ids, _ in data)} tokens; {cut} cut at max_tokens={config.max_tokens} (the longest "
         f"{longest} tokens)")
