@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -138,6 +139,20 @@ def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", seeds: s
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--config", help="run configuration (a path, or a shipped one by name: embedded): the env's "
                    "knobs from env_knobs (the embedded base agent reads compact prompts)")
+    p.add_argument("--knob", action="append", default=[], type=knob, metavar="KEY=VALUE",
+                   help="an env knob (a gym.make keyword), over --config's; the value is read as JSON, else as "
+                        "text (--knob forbidden_rate=0.3 --knob kinds='[\"baggage\"]'); repeatable")
+
+
+def knob(text: str) -> tuple[str, object]:
+    """A `--knob KEY=VALUE` flag's (key, value): the value parsed as JSON, else kept as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE with KEY a knob's name")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
 
 
 def run_rollout(args: argparse.Namespace, out: Path | None, samples: int, default_out: str = "") -> Path:
@@ -157,6 +172,8 @@ def run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defaul
         from trace_gym.runconfig import env_knobs
 
         env_kwargs = env_knobs(args.config, env_id)
+    if getattr(args, "knob", None):
+        env_kwargs = {**(env_kwargs or {}), **dict(args.knob)}
     factory = policy_factory(args)
     fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=env_kwargs)
     out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
