@@ -29,24 +29,10 @@ class Block:
 
 
 def _curves(metrics: Path, out: Path, title: str) -> Path:
-    import matplotlib
+    from trace_gym.trainer.curves import plot_curves
+    from trace_gym.trainer.metrics import MetricsLog
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    x = [r["iteration"] + 1 for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.plot(x, [r["reward/mean"] for r in rows], label="reward (mean)", linewidth=2.5, color="black", marker="o")
-    for name in sorted({k for r in rows for k in r if k.startswith("checks/")}):
-        ax.plot(x, [r.get(name, float("nan")) for r in rows], label=name[7:], linewidth=1, marker=".")
-    ax.set_xlabel("iteration")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
-    fig.savefig(out, dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return plot_curves(MetricsLog.read(metrics), out, title)
 
 
 def _fmt(value: Any) -> str:
@@ -147,7 +133,7 @@ def blocks(run: Path, state: dict[str, Any]) -> list[Block]:
     out.append(Block("h2", "Training"))
     for env_id, a in state["adapters"].items():
         png = _curves(Path(a["metrics"]), run / "report" / f"curves-{env_id.split('/')[1]}.png",
-                      f"GRPO on {env_id}: reward and verdict checks")
+                      f"GRPO on {env_id}: success, reward and verdict checks")
         out.append(Block("image", f"{env_id}: {a['episodes']} episodes", path=png))
     for env_id, d in state.get("direct", {}).items():
         png = _curves(Path(d["metrics"]), run / "report" / f"curves-direct-{env_id.split('/')[1]}.png",
