@@ -116,14 +116,17 @@ def run_ours(args, base: Path, lockstep: bool = False, openvino: bool = False) -
         (their advantages are 0, but the forward and backward passes run)."""
         t0 = time.perf_counter()
         backend.sync(model, i)
+        synced = time.perf_counter()
         rollouts = backend.play(grpo.requests_for(config, grpo.draw_seeds(config, i, 0, config.groups, set()), i))
         t1 = time.perf_counter()
         groups = grpo.group_by_seed(rollouts, config.group_size)
         batch = grpo.samples_of(groups, grpo.advantages(groups), old_logp=config.p_old())
-        grpo.update(model, optimizer, batch, config, params)
+        parts = grpo.update(model, optimizer, batch, config, params)
         informative = sum(not grpo.is_constant(g) for g in groups.values())
-        print(f"  {label}: iteration {i}: {len(rollouts)} episodes, rollout {t1 - t0:.1f} s, update "
-              f"{time.perf_counter() - t1:.1f} s, informative groups {informative}", flush=True)
+        print(f"  {label}: iteration {i}: {len(rollouts)} episodes, adapter sync {synced - t0:.1f} s, rollout "
+              f"{t1 - synced:.1f} s, update {time.perf_counter() - t1:.1f} s (forward+backward "
+              f"{parts['time/forward_backward_s']:.1f}, optimiser {parts['time/optimizer_s']:.2f}, movement "
+              f"{parts.get('time/movement_s', 0.0):.1f}), informative groups {informative}", flush=True)
         return len(rollouts)
 
     step(0)  # warm-up

@@ -177,6 +177,12 @@ class Played:
             out[check["name"]] = float(credit if credit is not None else check.get("passed", False))
         return out
 
+    @property
+    def check_passes(self) -> dict[str, bool]:
+        """Whether each of the verdict's checks passed (a check's credit may be partial, or 0
+        by design, while it passes)."""
+        return {c["name"]: bool(c.get("passed", False)) for c in (self.info.get("verdict") or {}).get("checks", [])}
+
     def record(self) -> dict[str, Any]:
         """The episode's trajectory record (`trace_gym.trajectory`)."""
         from trace_gym.trajectory import SCHEMA_VERSION

@@ -2,8 +2,9 @@
 
 Read from the run's `metrics.jsonl` (`trace_gym.trainer.metrics`). Success is the pass rate
 of the rollouts played without the hint (the policy's own), where the log has it; a check's
-line is its mean credit over the iteration's episodes, so a reward hack shows as one check
-climbing while the others stay.
+line is the share of the iteration's episodes that passed it (its mean credit in logs written
+before `checks_passed/*` existed), so a reward hack shows as one check climbing while the
+others stay.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def plot_curves(rows: list[dict[str, Any]], out: str | Path, title: str) -> Path
             if success.endswith("hint_free_pass_rate") else "success", linewidth=2.5, color="black", marker="o")
     ax.plot(x, [r.get("reward/mean", float("nan")) for r in rows], label="reward (mean)", linewidth=1.5,
             color="grey", linestyle="--")
-    for name in sorted({k for r in rows for k in r if k.startswith("checks/")}):
-        ax.plot(x, [r.get(name, float("nan")) for r in rows], label=name[7:], linewidth=1, marker=".")
+    prefix = "checks_passed/" if any(k.startswith("checks_passed/") for r in rows for k in r) else "checks/"
+    for name in sorted({k for r in rows for k in r if k.startswith(prefix)}):
+        ax.plot(x, [r.get(name, float("nan")) for r in rows], label=name[len(prefix):], linewidth=1, marker=".")
     ax.set_xlabel("iteration")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)

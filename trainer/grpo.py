@@ -62,15 +62,14 @@ import torch
 from trace_gym.agents.episodes import Backend, Request, Rollout, sampling_seed
 from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.errors import InternalError
-from trace_gym.seeding import SPLITS
+from trace_gym.seeding import BANDS, SPLITS, band
 from trace_gym.trainer import distributed
-from trace_gym.trainer.config import VALIDATION_SEEDS, GRPOConfig
+from trace_gym.trainer.config import GRPOConfig
 
 
 def validation_seeds(n: int) -> list[int]:
     """The first `n` seeds of the train split's validation slice."""
-    start = SPLITS["train"].stop - VALIDATION_SEEDS
-    return list(range(start, start + n))
+    return band("validation", n)
 
 
 # -- 1. rollouts ---------------------------------------------------------------------------
@@ -79,7 +78,7 @@ def draw_seeds(config: GRPOConfig, iteration: int, round_: int, n: int, taken: s
     """`n` distinct train seeds outside the validation slice and outside `taken`, a function
     of (config.seed, iteration, round)."""
     rng = np.random.default_rng([config.seed, iteration, round_])
-    low, high = SPLITS["train"].start, SPLITS["train"].stop - VALIDATION_SEEDS
+    low, high = SPLITS["train"].start, BANDS["validation"].start
     seeds: list[int] = []
     while len(seeds) < n:
         seed = int(rng.integers(low, high))
@@ -265,6 +264,7 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
     old = batch.old_logp.clone()
     metrics: dict[str, float] = {}
+    seconds = defaultdict(float)  # where the update's time goes (`time/*`)
     model.train()
     for step in range(config.steps_per_batch):
         sums = defaultdict(float)
@@ -284,11 +284,15 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             return (loss * w).sum()
 
         optimizer.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
         logp = run(model, batch.sequences, batch.prompt_lengths, token_loss, temperature=config.temperature) \
             if batch.sequences else old.new_zeros(0)
+        t1 = time.perf_counter()
         distributed.sum_gradients(params)  # no-op in one process
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm))
         optimizer.step()
+        seconds["time/forward_backward_s"] += t1 - t0
+        seconds["time/optimizer_s"] += time.perf_counter() - t1
         if step == 0:
             before = logp.detach()  # the trainer's log-probabilities before any step (movement)
             old = torch.where(batch.trainer_old, logp, old)
@@ -305,8 +309,10 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
     optimizer.zero_grad(set_to_none=True)
     model.eval()
     if config.movement:  # in every process, samples or none: its sums are collective
+        t0 = time.perf_counter()
         metrics.update(movement(model, batch, before, ref, config, run))
-    return metrics
+        seconds["time/movement_s"] = time.perf_counter() - t0
+    return {**metrics, **seconds}
 
 
 def movement(model: Any, batch: Batch, before: torch.Tensor, ref: torch.Tensor | None, config: GRPOConfig,
@@ -338,6 +344,7 @@ def iteration(config: GRPOConfig, model: Any, optimizer: torch.optim.Optimizer, 
     """One rollout-and-update round; returns its metrics (`trainer.metrics.METRICS`)."""
     t0 = clock()
     backend.sync(model, index)
+    synced = clock()
     groups, played = collect(config, backend, index)
     t1 = clock()
     rollouts = played["played"]
@@ -356,15 +363,19 @@ def iteration(config: GRPOConfig, model: Any, optimizer: torch.optim.Optimizer, 
         "tokens/turns": sum(len(r.turns) for r in rollouts),
     }
     checks: dict[str, list[float]] = defaultdict(list)
+    passes: dict[str, list[bool]] = defaultdict(list)
     for r in rollouts:
         for name, credit in r.checks.items():
             checks[name].append(credit)
+        for name, passed in r.check_passes.items():
+            passes[name].append(passed)
     metrics.update({f"checks/{name}": float(np.mean(v)) for name, v in sorted(checks.items())})
+    metrics.update({f"checks_passed/{name}": float(np.mean(v)) for name, v in sorted(passes.items())})
     if groups:
         adv = advantages(groups, config.advantage_std, config.std_eps, rewards)
         batch = samples_of(groups, adv, config.loss_normalization, config.p_old())
         metrics.update(update(model, optimizer, batch, config, params))
         metrics["tokens/prompt"] = float(sum(batch.prompt_lengths))
     t2 = clock()
-    metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1})
+    metrics.update({"time/rollout_s": t1 - t0, "time/sync_s": synced - t0, "time/update_s": t2 - t1})
     return metrics

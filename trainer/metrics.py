@@ -35,12 +35,17 @@ METRICS = {
     "tokens/prompt": "prompt tokens of the loss's samples",
     "tokens/turns": "agent turns played",
     "time/rollout_s": "seconds of rollouts (generation and env steps)",
+    "time/sync_s": "of time/rollout_s, seconds giving the rollout backend the adapter (save, fuse, rebuild)",
     "time/update_s": "seconds of the loss, backward and optimiser steps",
+    "time/forward_backward_s": "of time/update_s, seconds of the loss's forward and backward passes (every step)",
+    "time/optimizer_s": "of time/update_s, seconds of gradient clipping and AdamW steps",
+    "time/movement_s": "of time/update_s, seconds measuring the movement (policy/*: one or two more forwards)",
     "val/mean_reward": "mean reward on the validation slice (when evaluated)",
     "val/pass_rate": "pass rate on the validation slice (when evaluated)",
     "val/std_error": "standard error of val/mean_reward over its seeds (each seed's mean over eval_samples)",
 }
-"""Name -> meaning; `checks/<name>` adds one entry per verdict check."""
+"""Name -> meaning; `checks/<name>` (mean credit) and `checks_passed/<name>` (share of episodes
+that passed it) add one entry each per verdict check."""
 
 
 class MetricsLog:
@@ -109,7 +114,8 @@ def summary_table(row: dict[str, Any], total: int) -> Any:
     table = Table(title=f"iteration {row['iteration'] + 1}/{total}", show_header=False, box=None)
     for name in ("reward/mean", "reward/hint_free", "reward/pass_rate", "groups/constant_share_all",
                  "loss/clip_fraction", "loss/logp_mismatch", "policy/logp_change_toward_advantage",
-                 "policy/kl_to_base", "tokens/completion", "time/rollout_s", "time/update_s", "val/mean_reward"):
+                 "policy/kl_to_base", "tokens/completion", "time/rollout_s", "time/sync_s", "time/update_s",
+                 "val/mean_reward"):
         if name in row:
             value = row[name]
             table.add_row(name, f"{value:.3f}" if isinstance(value, float) else str(value))

@@ -59,6 +59,23 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
+STALL_NATS = 1e-3
+"""An update that moves the batch's tokens less than this toward their advantages (mean
+log-probability change, nats) is reported as not moving the policy."""
+
+
+def stalled_update(row: dict[str, Any]) -> str | None:
+    """Why an iteration's update did not move the policy (no informative group, or a change
+    below `STALL_NATS`), or None when it did or was not measured."""
+    if "loss/policy" not in row:
+        return "no update: every group of the batch was constant (no advantage to learn from)"
+    toward = row.get("policy/logp_change_toward_advantage")
+    if toward is not None and toward < STALL_NATS:
+        return (f"the update moved the batch's tokens {toward:+.5f} nats toward their advantages: it does not move "
+                "the policy (raise lr or lora_alpha, or steps_per_batch)")
+    return None
+
+
 def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temperature: float | None = None,
                  base: Path | None = None) -> Any:
     """The rollout backend `config.backend` names: vLLM servers, OpenVINO on `base`, or the
@@ -228,6 +245,9 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                     on_iteration(row)
                 if log is not None:
                     progress.console.print(summary_table(row, config.iterations))
+                    stalled = stalled_update(row)
+                    if stalled:
+                        progress.console.print(f"[yellow]iteration {i + 1}: {stalled}[/yellow]")
                 progress.update(task, advance=1, reward=f"reward {row['reward/mean']:.3f}")
                 if lead and ((i + 1) % config.checkpoint_every == 0 or i + 1 == config.iterations):
                     checkpoint.save(out, i, model, optimizer, state)
