@@ -9,62 +9,25 @@ another fingerprint is refused with what differs; default output paths carry its
 
 from __future__ import annotations
 
-import functools
-import os
-from pathlib import Path
 from typing import Any
 
 from trace_gym.jsondata import sha256_json
-from trace_gym.provenance import dir_sha256
-
-
-def describe_policy(name: str, **kwargs: Any) -> dict[str, Any]:
-    """A policy's fingerprint from its `make_policy` arguments, without building it (a
-    local model is hashed, not loaded): the registered policy's `episode_keys`, the factory's
-    defaults filled in."""
-    from trace_gym.agents import policy_entry, policy_names
-
-    entry = policy_entry(name) if name in policy_names() else None
-    if entry is None or entry.episode_keys is None:
-        return {"name": name, **{k: v for k, v in sorted(kwargs.items()) if _plain(v)}}
-    values = {**entry.defaults(), **{k: v for k, v in kwargs.items() if v is not None or k == "adapter"}}
-    out: dict[str, Any] = {"name": name}
-    for key in entry.episode_keys:
-        value = values.get(key)
-        if key == "model" and value is None:
-            value = os.environ.get("TRACE_GYM_MODEL") or "default"
-        if key == "model_path":
-            out["model_sha256"] = dir_sha256(value) if value and Path(value).exists() else None
-            continue
-        if key == "dtype":  # what "auto" means on this machine: bf16 and fp32 sample differently
-            from trace_gym.agents.hardware import placement
-
-            value = placement(value or "auto").dtype
-        if key == "adapter":
-            out["adapter_sha256"] = dir_sha256(value) if value else None
-            continue
-        out[key] = value
-    return out
-
-
-def _plain(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def policy_fingerprint(factory: Any) -> dict[str, Any]:
-    """The fingerprint of the policy a factory makes: read from `make_policy` arguments when
-    the factory is `functools.partial(make_policy, name, ...)`, else from the policy's own
-    `fingerprint()` (or its name), which is also what a registered policy without
-    `episode_keys` (a composed one: its files say what it is) gives."""
-    from trace_gym.agents import make_policy, policy_entry, policy_names
+    """The fingerprint of the policy a factory makes: a `PolicySpec`'s own (read from its
+    arguments, nothing built; `functools.partial(make_policy, name, ...)` is read as the
+    spec it spells), else that of the policy the factory builds."""
+    import functools
+
+    from trace_gym.agents import make_policy
+    from trace_gym.agents.spec import PolicySpec, built_fingerprint
 
     if isinstance(factory, functools.partial) and factory.func is make_policy and factory.args:
-        name = factory.args[0]
-        if name not in policy_names() or policy_entry(name).episode_keys is not None:
-            return describe_policy(name, **factory.keywords)
-    policy = factory()
-    described = getattr(policy, "fingerprint", None)
-    return described() if callable(described) else {"name": getattr(policy, "name", type(policy).__name__)}
+        factory = PolicySpec(factory.args[0], factory.keywords)
+    if isinstance(factory, PolicySpec):
+        return factory.fingerprint()
+    return built_fingerprint(factory())
 
 
 def run_fingerprint(env_id: str, factory: Any, *, hint: bool = False,

@@ -311,11 +311,11 @@ def test_a_local_policy_runs_on_openvino_by_default(tmp_path, monkeypatch):
     `engine="torch"`; the engine is part of a run's fingerprint; settings only the torch
     engine has, and unknown engines, are refused by name."""
     _needs_openvino()
-    import functools
 
     from trace_gym.agents import make_policy
     from trace_gym.agents.local import LocalModelPolicy
     from trace_gym.agents.openvino import OpenVINOPolicy, default_ir_dir
+    from trace_gym.agents.spec import PolicySpec
     from trace_gym.runs import policy_fingerprint
 
     monkeypatch.setenv("TRACE_GYM_HOME", str(tmp_path))
@@ -327,8 +327,8 @@ def test_a_local_policy_runs_on_openvino_by_default(tmp_path, monkeypatch):
         make_policy("local", model_path=FIXTURE, lockstep=True)
     with pytest.raises(InvalidConfig, match="engine='onnx' is invalid; allowed: openvino, torch"):
         make_policy("local", engine="onnx", model_path=FIXTURE)
-    default = policy_fingerprint(functools.partial(make_policy, "local", model_path=str(FIXTURE)))
-    torch_engine = policy_fingerprint(functools.partial(make_policy, "local", model_path=str(FIXTURE), engine="torch"))
+    default = policy_fingerprint(PolicySpec("local", {"model_path": str(FIXTURE)}))
+    torch_engine = policy_fingerprint(PolicySpec("local", {"model_path": str(FIXTURE), "engine": "torch"}))
     assert default["engine"] == "openvino" and torch_engine["engine"] == "torch"
 
 

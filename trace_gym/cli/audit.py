@@ -15,6 +15,7 @@ HELP = "audit a generated env (static rules + sandboxed property kit)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags (the kit's from `KitSettings`)."""
+    from trace_gym.sandbox.isolation import MODES
     from trace_gym.testing import KitSettings
 
     p.add_argument("target", help="env id (e.g. trace/precondition_verification-v0) or module path")
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-record", action="store_true", help="do not write the audit lock")
     p.add_argument("--seed-base", type=NON_NEGATIVE, default=None,
                    help="the base the kit draws its seeds from (default: drawn at random; a report names its base)")
-    p.add_argument("--isolation", choices=["bubblewrap", "fallback"],
+    p.add_argument("--isolation", choices=MODES,
                    help="how the env worker is isolated (default: $TRACE_GYM_ISOLATION or bubblewrap; the fallback "
                         "is not a boundary and runs only when named)")
     p.add_argument("--require-isolation", action="store_true",

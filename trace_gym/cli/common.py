@@ -4,16 +4,19 @@ rollout a command runs, the calibration bands, the base model a command defaults
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trace_gym.cli.flags import add_config_flags, config_values
 from trace_gym.errors import TraceGymError
+from trace_gym.seeding import SPLITS
+
+if TYPE_CHECKING:
+    from trace_gym.agents.spec import PolicySpec
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -58,6 +61,8 @@ def add_policy_flags(p: argparse.ArgumentParser, title: str = "policy", default:
     """The flags `policy_factory` reads. `endpoint=False` leaves out --base-url, --model and
     --api-key, for a command whose own endpoint flags the endpoint policy then shares."""
     from trace_gym.agents import policy_entry, policy_names
+    from trace_gym.agents.base import ENGINES
+    from trace_gym.agents.hardware import DTYPES
 
     g = p.add_argument_group(title)
     g.add_argument("--policy", default=default, choices=policy_names(),
@@ -73,11 +78,11 @@ def add_policy_flags(p: argparse.ArgumentParser, title: str = "policy", default:
     g.add_argument(temperature_flag, dest="temperature", type=float, default=temperature)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--max-new-tokens", type=int, default=192)
-    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+    g.add_argument("--dtype", default="auto", choices=DTYPES,
                    help="local model precision: auto = bf16 where the CPU has it natively (avx512_bf16, AMX), "
                         "else fp32")
     g.add_argument("--threads", type=int, help="local model threads (default: every core this process may use)")
-    g.add_argument("--engine", default="openvino", choices=["openvino", "torch"],
+    g.add_argument("--engine", default=ENGINES[0], choices=ENGINES,
                    help="what runs a local model: openvino (OpenVINO GenAI, the fastest on CPU) or torch (the "
                         "continuous-batching torch engine); mixture and router policies run on torch")
     g.add_argument("--constrain-calls", action="store_true",
@@ -90,10 +95,11 @@ _FLAG_OF = {"max_tokens": "max_new_tokens"}
 """A policy argument read from a flag of another name (the endpoint's `max_tokens`)."""
 
 
-def policy_factory(args: argparse.Namespace) -> Callable[[], Any]:
-    """A picklable zero-argument factory for the policy the arguments describe: the registered
+def policy_factory(args: argparse.Namespace) -> PolicySpec:
+    """The policy the arguments describe, as a `PolicySpec` (a picklable zero-argument factory): the registered
     policy's `options`, each from the flag of its name (`trace_gym.agents.registry`)."""
-    from trace_gym.agents import make_policy, policy_entry
+    from trace_gym.agents import policy_entry
+    from trace_gym.agents.spec import PolicySpec
 
     entry = policy_entry(args.policy)
     kwargs = {}
@@ -105,7 +111,7 @@ def policy_factory(args: argparse.Namespace) -> Callable[[], Any]:
         kwargs["model_path"] = str(base_model(None))
     if "announce" in entry.options:
         kwargs["announce"] = True
-    return functools.partial(make_policy, args.policy, **kwargs)
+    return PolicySpec(args.policy, kwargs)
 
 
 LOCAL_IN_FLIGHT = 64
@@ -131,7 +137,7 @@ def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", seeds: s
     p.add_argument("env_id", help="environment id, e.g. trace/airline-v0")
     p.add_argument("--seeds", required=seeds is None, default=seeds,
                    help="A:B, indices into the split (seed = split start + index)")
-    p.add_argument("--split", default=split, choices=["train", "test"])
+    p.add_argument("--split", default=split, choices=list(SPLITS))
     p.add_argument("--workers", type=COUNT, default=workers_default,
                    help="episodes in flight at once (a local model's batch, default "
                         f"{LOCAL_IN_FLIGHT}; an endpoint policy's threads, default the core count)")

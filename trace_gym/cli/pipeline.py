@@ -12,7 +12,7 @@ HELP = "the whole loop on the embedded default: analysis, envs, adapters, compos
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags."""
-    from trace_gym.pipeline.config import DOMAIN_NAMES
+    from trace_gym.pipeline.config import BUDGETS, DOMAIN_NAMES
 
     p.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded; "
                    "with --domain coding, coding)")
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "coding needs a model that can code, served by vLLM or an endpoint ([base_agent] model, "
                    "base_url: the shipped coding configuration), or --budget smoke (the fixture, plumbing only)")
     p.add_argument("--out", default="runs/pipeline", help="run directory (a rerun reuses every unchanged stage)")
-    p.add_argument("--budget", default="default", choices=["smoke", "default"],
+    p.add_argument("--budget", default="default", choices=BUDGETS,
                    help="smoke: every stage with the committed test fixture as the base agent (plumbing only)")
     p.add_argument("--dry-run", action="store_true", help="check the configuration and print each stage's work and "
                    "its estimated time from the rates this machine has measured; loads no model")
