@@ -560,15 +560,15 @@ def section_analysis(s: Setup) -> None:
     from trace_gym.analysis.aggregate import Params, default_k
     from trace_gym.analysis.pipeline import AnalysisConfig, analyze
     from trace_gym.driver import Episode
-    from trace_gym.pipeline.stages import ROLLOUT_OFFSET
     from trace_gym.registry import list_envs
+    from trace_gym.seeding import band
 
     args, rollout, section = s.args, s.pipeline["rollout"], s.pipeline["analysis"]
     count = args.analysis_episodes if args.analysis_episodes is not None else rollout["episodes"]
     if section["labeller"] != "programmatic":
         print(f"analysis: the config's labeller is {section['labeller']!r}; this benchmark runs the programmatic one")
     policy = s.policy(0.0, rollout["max_new_tokens"])
-    episodes = [Episode(SPLITS["train"].start + ROLLOUT_OFFSET + i) for i in range(count)]
+    episodes = [Episode(seed) for seed in band("analysis_rollouts", count)]  # the pipeline's rollout stage's
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         needed: dict[str, int] = defaultdict(int)

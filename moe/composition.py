@@ -22,11 +22,7 @@ from trace_gym.jsondata import write_json_atomic
 from trace_gym.moe.config import ComposeConfig
 from trace_gym.moe.gates import Example, example, heatmap, routing, train_gates
 from trace_gym.runconfig import embedded_knobs
-from trace_gym.seeding import SPLITS
-
-SEED_OFFSET = 500_000_000
-"""Gate data comes from train seeds far from the ones training draws first (any train seed
-is allowed: only test seeds are kept out of gate data)."""
+from trace_gym.seeding import band
 
 
 def capability_of(env_id: str) -> str:
@@ -53,7 +49,7 @@ def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str,
                                       str(adapter)).eval()
     backend = LocalBackend(model, tokenizer, env_id, env_kwargs, temperature=1.0, top_p=1.0,
                            max_new_tokens=config.max_new_tokens, batch_episodes=config.batch_episodes)
-    seeds = [SPLITS["train"].start + SEED_OFFSET + i for i in range(config.episodes)]
+    seeds = band("gate_data", config.episodes)  # any train seed may be gate data: test seeds never
     rollouts = backend.play([Request(seed, 0, False, seed) for seed in seeds])
     env = make_env(env_id, **env_kwargs)
     tools = env.reset(seed=seeds[0])[1]["tools"]

@@ -15,6 +15,7 @@ from typing import Any
 from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import embedded_knobs
+from trace_gym.seeding import BANDS
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADVANTAGE_STD = ("group", "batch")
@@ -23,8 +24,9 @@ BACKENDS = ("local", "vllm", "openvino")
 UPDATE_DTYPES = ("float32", "bfloat16", "auto")
 MODEL_DTYPES = ("float32", "bfloat16", "auto")
 OLD_LOGP = ("auto", "sampler", "trainer")
-VALIDATION_SEEDS = 100_000
-"""The last seeds of the train split form its validation slice: never drawn for training."""
+VALIDATION_SEEDS = len(BANDS["validation"])
+"""The last seeds of the train split form its validation slice (`trace_gym.seeding.BANDS`):
+never drawn for training."""
 EXTENDABLE = ("iterations", "checkpoint_every", "eval_every", "eval_samples")
 """Settings a resumed run may change: how far it goes and how often it saves and evaluates."""
 

@@ -18,7 +18,7 @@ pytest.importorskip("peft")
 from trace_gym.agents.episodes import Request, Rollout, Turn
 from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.trainer import grpo
-from trace_gym.trainer.config import GRPOConfig
+from trace_gym.trainer.config import VALIDATION_SEEDS, GRPOConfig
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 
@@ -100,7 +100,7 @@ def test_constant_groups_are_dropped_and_fresh_seeds_drawn_within_the_bound():
 
 def test_training_seeds_never_come_from_the_validation_slice():
     config = GRPOConfig(groups=64)
-    validation = set(grpo.validation_seeds(grpo.VALIDATION_SEEDS))
+    validation = set(grpo.validation_seeds(VALIDATION_SEEDS))
     for i in range(20):
         assert not validation & set(grpo.draw_seeds(config, i, 0, 64, set()))
 
@@ -152,7 +152,7 @@ def test_config_refuses_bad_values_naming_them():
             GRPOConfig(max_grad_norm=norm)
     # more validation seeds than the slice holds would draw them from the test split
     with pytest.raises(InvalidConfig, match="eval_seeds=100001 is invalid: must be at most 100,000"):
-        GRPOConfig(eval_seeds=grpo.VALIDATION_SEEDS + 1)
+        GRPOConfig(eval_seeds=VALIDATION_SEEDS + 1)
     # vLLM's processed log-probabilities are renormalised over the nucleus: not the trainer's p_old
     with pytest.raises(InvalidConfig, match="top_p=0.9 is invalid: must be 1.0 with backend 'vllm'"):
         GRPOConfig(backend="vllm", top_p=0.9)
@@ -270,9 +270,12 @@ def test_a_step_moves_the_lora_weights_and_leaves_the_base_frozen():
     # from the adapter-disabled model (the adapter starts as the identity: KL 0 before)
     assert metrics["policy/logp_change_toward_advantage"] > 0 and metrics["policy/kl_to_base"] > 0
     assert metrics["policy/logp_change"] != 0
+    # where the update's time went: each part measured, none more than the whole
+    parts = ("time/forward_backward_s", "time/optimizer_s", "time/movement_s")
+    assert all(metrics[k] > 0 for k in parts)
     quiet = grpo.update(model, optimizer, grpo.samples_of(groups, grpo.advantages(groups)),
                         GRPOConfig(group_size=2, lr=1e-2, movement=False), params)
-    assert not any(k.startswith("policy/") for k in quiet)
+    assert not any(k.startswith("policy/") for k in quiet) and "time/movement_s" not in quiet
 
 
 def test_validation_samples_each_seed_with_a_fixed_draw():
@@ -543,3 +546,12 @@ def test_a_batch_is_shared_out_in_contiguous_whole_samples():
     torch.testing.assert_close(torch.cat([p.advantage for p in parts]), batch.advantage)
     for p in parts:
         assert len(p.old_logp) == sum(len(s) - n for s, n in zip(p.sequences, p.prompt_lengths))
+
+
+def test_an_update_that_does_not_move_the_policy_says_so():
+    from trace_gym.trainer.training import stalled_update
+
+    assert "every group of the batch was constant" in stalled_update({"iteration": 0})
+    assert "does not move the policy" in stalled_update({"loss/policy": 0.1, "policy/logp_change_toward_advantage": 1e-5})
+    assert stalled_update({"loss/policy": 0.1, "policy/logp_change_toward_advantage": 0.02}) is None
+    assert stalled_update({"loss/policy": 0.1}) is None  # movement not measured

@@ -242,7 +242,7 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
     from trace_gym.agents.base import OraclePolicy
     from trace_gym.driver import Episode, play
     from trace_gym.registry import list_envs
-    from trace_gym.seeding import SPLITS
+    from trace_gym.seeding import demonstration_seed
 
     avoid = weak_writes(config.weak_kinds)
     style = {"prompt_style": embedded_knobs(config.env_kwargs)["prompt_style"]}
@@ -253,7 +253,7 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
                   if e.kind == "capability" and e.trusted and e.capability in CUSTOMER_SERVICE)
     demos = []
     for index, env_id in enumerate(envs):
-        seed = SPLITS["train"].start + 10_000_000 * (index + 3) + 100_000 * config.seed
+        seed = demonstration_seed(index + 3, config.seed)  # after the targets' blocks 1 and 2
         kept = 0
         while kept < config.capability_episodes:  # a batch of seeds at a time, in order
             batch = [Episode(s) for s in range(seed, seed + config.capability_episodes)]

@@ -162,11 +162,11 @@ def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: A
     import gymnasium as gym
 
     from trace_gym.driver import Episode
-    from trace_gym.seeding import SPLITS
+    from trace_gym.seeding import demonstration_seed
 
     probe = gym.make(env_id, **target_knobs(env_id, config.env_kwargs))
     try:
-        seed = SPLITS["train"].start + 10_000_000 * (env_index + 1) + 100_000 * config.seed
+        seed = demonstration_seed(env_index + 1, config.seed)
         made = 0
         while made < config.episodes:
             probe.reset(seed=seed)
