@@ -1,15 +1,26 @@
-"""Capability adapters against the base agent: one adapter per capability env with the CPU
-recipe, then base and adapter on the same test seeds.
+"""Capability adapters against the base agent: does each adapter help, by more than the draw?
 
-    python benchmarks/adapters.py [--base DIR] [--envs ENV,...] [--config configs/embedded.toml]
-                                  [--seeds 128] [--out runs/bench-adapters]
+    python benchmarks/adapters.py [--envs ENV,...] [--base DIR] [--config embedded]
+                                  [--seeds 128] [--target-seeds 128] [--iterations N]
+                                  [--in-flight 64] [--out runs/bench-adapters]
 
-For each env: `trace-gym train` with the recipe's [train] table and the env's knobs (resumed
-when the run directory already holds part of it), then both models play the first `--seeds`
-test seeds greedily. Printed per env: the training time, the base agent's and the adapter's
-mean reward, the mean paired difference with its 95% paired bootstrap interval (goal: above
-0), and the mean credit of each verdict check for both (which behaviour the adapter changed).
-It may run for hours; every finished piece is kept in `--out` and reused.
+For each env of `--envs` (default: trace/precondition_verification-v0): `trace-gym train`'s
+run with the config's `[train]` recipe and the env's knobs (resumed where `--out` already
+holds part of it), then the base agent and the base agent with the adapter play, greedily on
+the OpenVINO engine, the same `--seeds` test seeds of that env and the same `--target-seeds`
+test seeds of each target with the config's knobs (the miniature on the embedded default).
+The two outcomes of a seed form a pair, and every difference is the mean over pairs with its
+95% paired bootstrap interval (`trace_gym.evaluation.bootstrap_interval`).
+
+Printed per adapter: the training minutes (goal: at most 20 on a 2-core CPU with native
+bf16, bound only there), the reward and success before and after on its env, the paired
+success difference (goal: the interval above 0), and on the targets the paired pass-rate
+difference on the episodes whose task needs the adapter's capability (`capabilities_needed`;
+goal +0.10, reported, not a gate) and on the others (goal: the interval's lower end at least
+-0.05). The run's curves (success, reward and each verdict check by iteration,
+`trace_gym.trainer.curves`) go to `OUT/<env>/curves.png`. The end prints the wall time and one
+line per goal. Every finished piece (the training run, each side's records as JSON Lines) is
+kept in `--out` and reused by the next call.
 """
 
 from __future__ import annotations
@@ -19,100 +30,199 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-CAPABILITY_ENVS = ("trace/precondition_verification-v0", "trace/structured_data_reasoning-v0",
-                   "trace/multi_step_task_completion-v0", "trace/tool_calling_precision-v0")
+from trace_gym.agents.hardware import usable_cores  # imports no torch: before OMP is read
+
+os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
+
+import trace_gym  # noqa: F401  (registers the envs)
+from trace_gym.seeding import SPLITS
+
+TRAIN_MINUTES_GOAL = 20.0
+SERVED_GAIN_GOAL = 0.10
+OTHERS_FLOOR = -0.05
+GOALS: list[tuple[str, str, bool | None]] = []
 
 
-def paired_interval(diffs: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    values = np.asarray(diffs)
-    means = values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+def goal(label: str, figure: str, met: bool | None) -> str:
+    """Record a goal's figure; the words printed beside it."""
+    GOALS.append((label, figure, met))
+    return {True: "met", False: "not met", None: "reported, not bound"}[met]
 
 
-def evaluate(model, tokenizer, env_id: str, env_kwargs: dict, seeds: list[int], path: Path) -> list[dict]:
-    """Greedy episodes on `seeds`: per seed its reward and checks (cached in `path`)."""
-    from trace_gym.agents.episodes import LocalBackend, Request
+def paired(before: list[dict[str, Any]], after: list[dict[str, Any]],
+           key: str = "passed") -> tuple[float, float, float, int]:
+    """after - before of `key` on the (env, seed) pairs both played: mean, 95% interval, pairs."""
+    from trace_gym.evaluation import bootstrap_interval
 
+    base = {(r["env_id"], r["seed"]): r for r in before}
+    tuned = {(r["env_id"], r["seed"]): r for r in after}
+    seeds = sorted(set(base) & set(tuned))
+    diffs = [float(tuned[s][key]) - float(base[s][key]) for s in seeds]
+    lo, hi = bootstrap_interval(diffs)
+    return (sum(diffs) / len(diffs) if diffs else float("nan")), lo, hi, len(seeds)
+
+
+def mean(records: list[dict[str, Any]], key: str) -> float:
+    return sum(float(r[key]) for r in records) / len(records) if records else float("nan")
+
+
+def check_list(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return (record.get("verdict") or {}).get("checks") or []
+
+
+def check_rate(records: list[dict[str, Any]], name: str) -> float:
+    """The share of `records` whose verdict passed the check `name` (absent: not passed)."""
+    return mean([{"p": any(c["name"] == name and c["passed"] for c in check_list(r))} for r in records], "p")
+
+
+def played(path: Path, model: Path, adapter: Path | None, env_id: str, knobs: dict[str, Any], seeds: list[int],
+           max_new_tokens: int, in_flight: int) -> list[dict[str, Any]]:
+    """The greedy records of this model (and adapter) on `seeds`, read from `path` when an
+    earlier call wrote them, else played now and written atomically."""
     if path.is_file():
-        return json.loads(path.read_text())
-    backend = LocalBackend(model, tokenizer, env_id, env_kwargs, temperature=0.0, top_p=1.0, max_new_tokens=256,
-                           batch_episodes=32)
-    rows = [{"seed": r.seed, "reward": r.reward, "checks": r.checks} for r in
-            backend.play([Request(seed, 0, False, 0) for seed in seeds])]
-    from trace_gym.jsondata import write_json_atomic
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if sorted(r["seed"] for r in records) == sorted(seeds):
+            return records
+    from trace_gym.agents import make_policy
+    from trace_gym.driver import Episode, play
 
-    write_json_atomic(path, rows)
-    return rows
+    policy = make_policy("local", model_path=str(model), adapter=str(adapter) if adapter else None,
+                         temperature=0.0, max_new_tokens=max_new_tokens, engine="openvino", announce=False)
+    try:
+        records = [p.record() for p in play([Episode(s) for s in seeds], policy, env_id=env_id, env_kwargs=knobs,
+                                            in_flight=in_flight)]
+    finally:
+        getattr(policy, "close", lambda: None)()
+    records.sort(key=lambda r: r["seed"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    os.replace(tmp, path)
+    return records
 
 
-def checks_mean(rows: list[dict]) -> dict[str, float]:
-    names = sorted({n for r in rows for n in r["checks"]})
-    return {n: sum(r["checks"].get(n, 0.0) for r in rows) / len(rows) for n in names}
+def recipe(config: str, env_id: str, iterations: int | None) -> Any:
+    """The trainer's config as `trace-gym train --config CONFIG --env ENV` builds it."""
+    from trace_gym import runconfig
+    from trace_gym.trainer import GRPOConfig
+
+    table = runconfig.load(config).get("train", {})
+    knobs = runconfig.env_knobs(config, env_id)
+    trained = GRPOConfig.from_dict(table, where=f"{config} [train]", env_id=env_id, iterations=iterations)
+    return GRPOConfig.from_dict({**trained.to_json(), "env_kwargs": {**trained.env_kwargs, **knobs}})
+
+
+def train_adapter(config: Any, base: Path, run: Path) -> float:
+    """Train (or finish) the run; return the seconds its iterations took, as logged."""
+    from trace_gym.trainer import train
+    from trace_gym.trainer.metrics import MetricsLog
+
+    if not (run / "adapter" / "adapter_config.json").is_file():
+        train(config, base, run, resume=(run / "checkpoints").is_dir())
+    rows = MetricsLog.read(run / "metrics.jsonl")
+    return sum(r.get("time/rollout_s", 0.0) + r.get("time/update_s", 0.0) for r in rows)
 
 
 def main() -> None:
-    import torch
-    from peft import PeftModel
-    from transformers import AutoTokenizer
-
-    from trace_gym import runconfig
-    from trace_gym.agents.causal_lm import load_causal_lm
-    from trace_gym.seeding import SPLITS
-    from trace_gym.trainer.config import GRPOConfig
-    from trace_gym.trainer.training import train
+    from trace_gym import registry, runconfig
+    from trace_gym.agents.hardware import native_bf16, vector_flags
+    from trace_gym.trainer.curves import plot_curves
+    from trace_gym.trainer.metrics import MetricsLog
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base", help="base model directory (default: the embedded base agent)")
-    parser.add_argument("--envs", default=",".join(CAPABILITY_ENVS))
+    parser.add_argument("--envs", default="trace/precondition_verification-v0", help="comma-separated env ids")
+    parser.add_argument("--base", help="the base agent's directory (default: the embedded base agent)")
     parser.add_argument("--config", default="embedded", help="run configuration: a path, or a shipped one by name")
-    parser.add_argument("--seeds", type=int, default=128)
-    parser.add_argument("--iterations", type=int, help="override the recipe's iterations")
+    parser.add_argument("--seeds", type=int, default=128, help="test seeds of each adapter's env")
+    parser.add_argument("--target-seeds", type=int, default=128, help="test seeds of each target")
+    parser.add_argument("--iterations", type=int, help="the recipe's iterations, overridden")
+    parser.add_argument("--in-flight", type=int, default=64, help="episodes in flight while evaluating")
     parser.add_argument("--out", default="runs/bench-adapters")
     args = parser.parse_args()
+    started = time.perf_counter()
+    print(f"CPU flags seen: {vector_flags()} (native bf16: {'yes' if native_bf16() else 'no'}); "
+          f"{usable_cores()} core(s)", flush=True)
     if args.base:
         base = Path(args.base)
     else:
-        from trace_gym.baseagent.build import default_agent_dir
+        from trace_gym.baseagent.build import build, embedded_recipe
 
-        base = default_agent_dir()
+        base = build(embedded_recipe())  # the cached agent; built first where it is missing
     out = Path(args.out)
-    table = runconfig.load(args.config).get("train", {})
-    seeds = [SPLITS["test"].start + i for i in range(args.seeds)]
-    torch.set_num_threads(int(table.get("threads", 2)))
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    pipeline = runconfig.load(args.config)
+    targets = pipeline.get("pipeline", {}).get("targets", ["trace/airline-v0", "trace/retail-v0"])
+    target_tokens = int(pipeline.get("rollout", {}).get("max_new_tokens", 192))
+    env_seeds = [SPLITS["test"].start + i for i in range(args.seeds)]
+    target_seeds = [SPLITS["test"].start + i for i in range(args.target_seeds)]
+    print(f"base agent {base}; config {args.config}; {args.seeds} test seeds an env, {args.target_seeds} a target",
+          flush=True)
+    base_targets = {t: played(out / "base" / f"{t.split('/')[1]}.jsonl", base, None, t,
+                              runconfig.env_knobs(args.config, t), target_seeds, target_tokens, args.in_flight)
+                    for t in targets}
     for env_id in args.envs.split(","):
-        name = env_id.split("/")[-1].removesuffix("-v0")
-        knobs = runconfig.env_knobs(args.config, env_id)
-        config = GRPOConfig.from_dict({**table, "env_id": env_id, "device": "cpu",
-                                       "env_kwargs": {**GRPOConfig().env_kwargs, **knobs},
-                                       **({"iterations": args.iterations} if args.iterations else {})})
+        name = env_id.split("/")[1]
+        capability = registry.entry(env_id).capability
+        config = recipe(args.config, env_id, args.iterations)
         run = out / name
-        start = time.perf_counter()
+        seconds = train_adapter(config, base, run)
+        rows = MetricsLog.read(run / "metrics.jsonl")
+        png = plot_curves(rows, run / "curves.png", f"GRPO on {env_id}: success, reward and verdict checks")
         adapter = run / "adapter"
-        if not (adapter / "adapter_config.json").is_file():
-            train(config, base, run, resume=(run / "checkpoints").is_dir(), log=None)
-        seconds = time.perf_counter() - start
-        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        trained = sum(r.get("time/rollout_s", 0) + r.get("time/update_s", 0) for r in rows)
-        model = load_causal_lm(base, torch.float32).eval()
-        before = evaluate(model, tokenizer, env_id, config.env_kwargs, seeds, run / "eval-base.json")
-        tuned = PeftModel.from_pretrained(model, str(adapter)).eval()
-        after = evaluate(tuned, tokenizer, env_id, config.env_kwargs, seeds, run / "eval-adapter.json")
-        diffs = [b["reward"] - a["reward"] for a, b in zip(before, after)]
-        lo, hi = paired_interval(diffs)
-        mean = lambda rs: sum(r["reward"] for r in rs) / len(rs)
-        print(f"{env_id}: trained {config.iterations} iterations in {trained:.0f} s ({seconds:.0f} s this run); "
-              f"base {mean(before):.3f}, adapter {mean(after):.3f} on {len(seeds)} test seeds; paired difference "
-              f"{sum(diffs) / len(diffs):+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; goal: above 0)  "
-              f"[first iteration at T=1: mean reward {rows[0]['reward/mean']:.3f}, constant groups "
-              f"{rows[0]['groups/constant_share']:.2f}; load {os.getloadavg()[0]:.2f}]", flush=True)
-        b, a = checks_mean(before), checks_mean(after)
-        print("  checks (base -> adapter): " + "; ".join(f"{n} {b.get(n, 0):.2f} -> {a.get(n, 0):.2f}"
-                                                         for n in sorted(set(b) | set(a))), flush=True)
+        before = played(out / "base" / f"{name}.jsonl", base, None, env_id, config.env_kwargs, env_seeds,
+                        config.max_new_tokens, args.in_flight)
+        after = played(run / f"eval-{name}.jsonl", base, adapter, env_id, config.env_kwargs, env_seeds,
+                       config.max_new_tokens, args.in_flight)
+        minutes = seconds / 60
+        print(f"\n{env_id} ({capability}): {len(rows)} iterations, {sum(r['episodes/total'] for r in rows)} "
+              f"episodes, trained in {minutes:.1f} min (goal <= {TRAIN_MINUTES_GOAL:.0f}: "
+              f"{goal(f'{name}: one adapter <= 20 min', f'{minutes:.1f} min', minutes <= TRAIN_MINUTES_GOAL if native_bf16() else None)}); "
+              f"curves {png}", flush=True)
+        d, lo, hi, n = paired(before, after)
+        r, rlo, rhi, _ = paired(before, after, "reward")
+        print(f"  own env, {n} paired test seeds: success {mean(before, 'passed'):.3f} -> {mean(after, 'passed'):.3f}, "
+              f"paired {d:+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; goal: above 0: "
+              f"{goal(f'{name}: success gain on its env', f'{d:+.3f} ({lo:+.3f} to {hi:+.3f})', lo > 0)}); "
+              f"reward {mean(before, 'reward'):.3f} -> {mean(after, 'reward'):.3f}, paired {r:+.3f} "
+              f"({rlo:+.3f} to {rhi:+.3f})", flush=True)
+        checks = sorted({c["name"] for rec in before + after for c in check_list(rec)})
+        print("  checks passed (base -> adapter): " + "; ".join(
+            f"{c} {check_rate(before, c):.2f} -> {check_rate(after, c):.2f}" for c in checks), flush=True)
+        served_all, others_all = [], []
+        for target in targets:
+            knobs = runconfig.env_knobs(args.config, target)
+            mine = played(run / f"eval-{target.split('/')[1]}.jsonl", base, adapter, target, knobs, target_seeds,
+                          target_tokens, args.in_flight)
+            theirs = base_targets[target]
+            served_all += [(b, a) for b, a in _pairs(theirs, mine) if capability in b["capabilities_needed"]]
+            others_all += [(b, a) for b, a in _pairs(theirs, mine) if capability not in b["capabilities_needed"]]
+            d, lo, hi, n = paired(theirs, mine)
+            print(f"  {target}: pass {mean(theirs, 'passed'):.3f} -> {mean(mine, 'passed'):.3f}, paired {d:+.3f} "
+                  f"({lo:+.3f} to {hi:+.3f}) on {n} seeds", flush=True)
+        for label, pairs, check in (("served", served_all, None), ("others", others_all, OTHERS_FLOOR)):
+            d, lo, hi, n = paired([b for b, _ in pairs], [a for _, a in pairs])
+            if check is None:
+                verdict = goal(f"{name}: targets, kinds it serves", f"{d:+.3f} ({lo:+.3f} to {hi:+.3f}), n {n}", None)
+                words = f"goal +{SERVED_GAIN_GOAL:.2f}: {verdict}"
+            else:
+                words = (f"goal: lower end >= {check:+.2f}: "
+                         f"{goal(f'{name}: targets, other kinds', f'{d:+.3f} ({lo:+.3f} to {hi:+.3f}), n {n}', lo >= check)}")
+            print(f"  targets, episodes that {'need' if check is None else 'do not need'} {capability}: "
+                  f"{n} pairs, pass {mean([b for b, _ in pairs], 'passed'):.3f} -> "
+                  f"{mean([a for _, a in pairs], 'passed'):.3f}, paired {d:+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; "
+                  f"{words})", flush=True)
+    gains = sum(met for label, _, met in GOALS if label.endswith("gain on its env"))
+    print(f"\nadapters whose paired success gain on their env lies above 0: {gains} of {len(args.envs.split(','))}")
+    print(f"wall time {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.2f}")
+    print("summary:")
+    for label, figure, met in GOALS:
+        print(f"  {label}: {figure}: {'met' if met else 'not met' if met is False else 'reported, not bound'}")
+
+
+def _pairs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    tuned = {(r["env_id"], r["seed"]): r for r in after}
+    return [(b, tuned[(b["env_id"], b["seed"])]) for b in before if (b["env_id"], b["seed"]) in tuned]
 
 
 if __name__ == "__main__":
