@@ -6,7 +6,6 @@ inside its stage from the trainer's own checkpoints)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import time
@@ -17,13 +16,8 @@ from typing import Any
 from trace_gym.jsondata import sha256_json, write_json_atomic
 from trace_gym.pipeline.config import domain_of, endpoint, given_model, knobs, recipe_table
 from trace_gym.provenance import dir_sha256
-from trace_gym.seeding import SPLITS
-
-EVAL_OFFSET = 0
-"""Evaluation plays the first test seeds; training, calibration and analysis only train seeds."""
-ROLLOUT_OFFSET = 200_000_000
-"""The base agent's analysed rollouts: train seeds apart from those GRPO draws first."""
-
+from trace_gym.seeding import band
+from trace_gym.seeding import seeds as split_seeds
 
 class Run:
     """A run directory and its stage records (`stages/NAME.json`)."""
@@ -78,10 +72,10 @@ def file_sha(path: Path) -> str:
 
 def local_factory(path: str, temperature: float, max_new_tokens: int, **extra: Any):
     """The "local" policy's factory on the model `path`."""
-    from trace_gym.agents import make_policy
+    from trace_gym.agents.spec import PolicySpec
 
-    return functools.partial(make_policy, "local", model_path=path, temperature=temperature,
-                             max_new_tokens=max_new_tokens, **extra)
+    return PolicySpec("local", {"model_path": path, "temperature": temperature, "max_new_tokens": max_new_tokens,
+                                **extra})
 
 
 def base_factory(config: dict[str, Any], agent: dict[str, Any], temperature: float, max_new_tokens: int):
@@ -91,18 +85,17 @@ def base_factory(config: dict[str, Any], agent: dict[str, Any], temperature: flo
     served = endpoint(config)
     if served is None:
         return local_factory(agent["path"], temperature, max_new_tokens)
-    from trace_gym.agents import make_policy
+    from trace_gym.agents.spec import PolicySpec
 
-    return functools.partial(make_policy, "endpoint", base_url=served["base_url"], model=served["model"],
-                             temperature=temperature, max_tokens=max_new_tokens)
+    return PolicySpec("endpoint", {"base_url": served["base_url"], "model": served["model"],
+                                   "temperature": temperature, "max_tokens": max_new_tokens})
 
 
 def _served(factory: Any) -> bool:
     """Whether the factory's policy waits on a server (its episodes then overlap in threads)."""
-    from trace_gym.agents import make_policy, policy_entry
+    from trace_gym.agents.spec import PolicySpec
 
-    return (isinstance(factory, functools.partial) and factory.func is make_policy and bool(factory.args)
-            and policy_entry(factory.args[0]).server)
+    return isinstance(factory, PolicySpec) and factory.server
 
 
 def play(env_id: str, factory: Any, seeds: list[int], out: Path, config: dict[str, Any], batch: int,
@@ -158,7 +151,7 @@ def rollouts(config: dict[str, Any], agent: dict[str, Any], directory: Path) -> 
     file's hash and pass rate."""
     section = config["rollout"]
     factory = base_factory(config, agent, 0.0, section["max_new_tokens"])
-    seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + i for i in range(section["episodes"])]
+    seeds = band("analysis_rollouts", section["episodes"])
     files = {}
     for env_id in config["pipeline"]["targets"]:
         path = directory / f"{env_id.split('/')[1]}.jsonl"
@@ -259,7 +252,7 @@ def calibrate(config: dict[str, Any], agent: dict[str, Any], audited: dict[str, 
 
     section = config["calibrate"]
     factory = base_factory(config, agent, 1.0, config["rollout"]["max_new_tokens"])
-    seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 100_000 + i for i in range(section["seeds"])]
+    seeds = band("calibration", section["seeds"])
     out = {}
     for env in audited["trainable"]:
         records = play(env["env_id"], factory, seeds, directory / f"{env['capability']}.jsonl", config,
@@ -297,9 +290,8 @@ def gepa(config: dict[str, Any], agent: dict[str, Any], target: str, directory: 
     from trace_gym.pipeline.gepa import endpoint_lm, optimize_instructions
 
     section = config["baselines"]
-    start = SPLITS["train"].start + ROLLOUT_OFFSET + 600_000
-    train = [start + i for i in range(section["gepa_train_seeds"])]
-    val = [start + 100_000 + i for i in range(section["gepa_val_seeds"])]
+    train = band("gepa_train", section["gepa_train_seeds"])
+    val = band("gepa_val", section["gepa_val_seeds"])
     factory = base_factory(config, agent, 0.0, config["eval"]["max_new_tokens"])
     return optimize_instructions(target, knobs(config, target), factory,
                                  endpoint_lm(section["gepa_base_url"], section["gepa_model"] or "default"),
@@ -323,13 +315,13 @@ def compose(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str, d
         return compose_served(adapters, directory)
     trajectories = None
     if section["gate_data"] == "oracle":  # plumbing budgets: the fixture agent succeeds at nothing
-        from trace_gym.agents import make_policy
+        from trace_gym.agents.spec import PolicySpec
 
         trajectories = {}
-        seeds = [SPLITS["train"].start + ROLLOUT_OFFSET + 300_000 + i for i in range(section["episodes"])]
+        seeds = band("gate_oracle", section["episodes"])
         for env_id in envs:
             path = directory / "oracle" / f"{env_id.split('/')[1]}.jsonl"
-            trajectories[env_id] = play(env_id, functools.partial(make_policy, "oracle"), seeds, path, config, 1)
+            trajectories[env_id] = play(env_id, PolicySpec("oracle"), seeds, path, config, 1)
     run(agent["path"], [adapters[e]["adapter"] for e in envs], envs, directory,
         ComposeConfig(episodes=section["episodes"], gates=GateConfig(epochs=section["epochs"])),
         env_kwargs={e: knobs(config, e) for e in envs}, trajectories=trajectories, log=None)
@@ -366,7 +358,7 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
                prompted: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the final table compares: label -> policy factory (greedy); `prompted` (GEPA's
     instructions per target) adds the "GEPA" row, the base agent with them (`instructed`)."""
-    from trace_gym.agents import make_policy
+    from trace_gym.agents.spec import PolicySpec
 
     section = config["eval"]
     sampling = {"temperature": 0.0, "max_new_tokens": section["max_new_tokens"]}
@@ -376,19 +368,19 @@ def contenders(config: dict[str, Any], agent: dict[str, Any], adapters: dict[str
             return local_factory(agent["path"], adapter=adapter, **sampling)
     else:  # the server loads each adapter at runtime and plays it (`EndpointPolicy`'s adapter)
         def with_adapter(adapter: str) -> Any:
-            return functools.partial(make_policy, "endpoint", base_url=served["base_url"], model=served["model"],
-                                     adapter=adapter, temperature=0.0, max_tokens=section["max_new_tokens"])
+            return PolicySpec("endpoint", {"base_url": served["base_url"], "model": served["model"], "adapter": adapter,
+                                           "temperature": 0.0, "max_tokens": section["max_new_tokens"]})
     out = {"base": base_factory(config, agent, **sampling)}
     for env_id, a in adapters.items():
         out[f"adapter {env_id.split('/')[1].removesuffix('-v0')}"] = with_adapter(a["adapter"])
     if composed is not None and served is not None:
-        out["router"] = functools.partial(make_policy, "served_router", base_url=served["base_url"],
-                                          model=served["model"], compose_dir=composed["directory"], temperature=0.0,
-                                          max_tokens=section["max_new_tokens"])
+        out["router"] = PolicySpec("served_router", {"base_url": served["base_url"], "model": served["model"],
+                                                     "compose_dir": composed["directory"], "temperature": 0.0,
+                                                     "max_tokens": section["max_new_tokens"]})
     elif composed is not None:
         for name in ("router", "mixture"):
-            out[name] = functools.partial(make_policy, name, model_path=agent["path"],
-                                          compose_dir=composed["directory"], **sampling)
+            out[name] = PolicySpec(name, {"model_path": agent["path"], "compose_dir": composed["directory"],
+                                          **sampling})
     for target, d in direct.items():
         out[f"direct GRPO on {target.split('/')[1]}"] = with_adapter(d["adapter"])
     if prompted:
@@ -408,7 +400,7 @@ def evaluate(config: dict[str, Any], policies: dict[str, Any], directory: Path,
     from trace_gym.evaluation import bootstrap_interval
 
     section = config["eval"]
-    seeds = [SPLITS["test"].start + EVAL_OFFSET + i for i in range(section["seeds"])]
+    seeds = list(split_seeds("test", 0, section["seeds"]))  # evaluation plays the first test seeds
     table: dict[str, dict[str, Any]] = {}
     for env_id in config["pipeline"]["targets"]:
         for label, factory in policies.items():

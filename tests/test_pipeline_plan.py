@@ -64,7 +64,7 @@ def test_a_bad_knob_is_refused_before_anything_runs(tmp_path):
     from trace_gym.pipeline.plan import dry_run
 
     text = (REPO / "configs" / "embedded.toml").read_text()
-    kinds = 'kinds = ["cancel_order", "modify_order_address", "modify_user_address", "order_info"]\n'
+    kinds = 'kinds = ["cancel_order", "modify_order_address", "modify_user_address", "return_items"]\n'
     assert text.count(kinds) == 1  # the retail miniature's
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace(kinds, 'kinds = ["no_such_kind"]\n'))
