@@ -27,7 +27,7 @@ OLD_LOGP = ("auto", "sampler", "trainer")
 VALIDATION_SEEDS = len(BANDS["validation"])
 """The last seeds of the train split form its validation slice (`trace_gym.seeding.BANDS`):
 never drawn for training."""
-EXTENDABLE = ("iterations", "checkpoint_every", "eval_every", "eval_samples")
+EXTENDABLE = ("iterations", "checkpoint_every", "eval_every", "eval_samples", "movement_samples")
 """Settings a resumed run may change: how far it goes and how often it saves and evaluates."""
 
 
@@ -119,8 +119,12 @@ class GRPOConfig:
     with a sampling seed of its own derived from (seed, validation seed, sample), the same
     at every evaluation, so that two iterations' scores differ by the policy, not the draw."""
     movement: bool = True
-    """After each update, measure how far it moved the policy on the batch's own tokens: one
-    more forward pass with the adapter and (when beta is 0) one without (`policy/*`)."""
+    """Measure how far each update moved the policy on the batch's own tokens (`policy/*`):
+    `movement_samples` of the batch's samples run three more times, in fp32 (before the
+    update, after it, and with the adapter disabled)."""
+    movement_samples: int = 8
+    """Samples of the batch, evenly spaced, the movement is measured on (a full batch's three
+    passes cost as much as the update itself: 103 s of 231 in a 64-episode iteration)."""
     threads: int = 2
     """Torch threads of the local backend and the loss."""
     device: str = "auto"
@@ -153,6 +157,7 @@ class GRPOConfig:
         object.__setattr__(self, "lora_target_parameters", tuple(self.lora_target_parameters))
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
         positive = ("iterations", "groups", "group_size", "max_new_tokens", "steps_per_batch", "lora_rank",
+                    "movement_samples",
                     "lora_alpha", "batch_episodes", "threads", "eval_seeds", "eval_samples", "checkpoint_every")
         for name in positive:
             value = getattr(self, name)

@@ -265,6 +265,12 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
     old = batch.old_logp.clone()
     metrics: dict[str, float] = {}
     seconds = defaultdict(float)  # where the update's time goes (`time/*`)
+    probe = None
+    if config.movement:  # in every process, samples or none: its sums are collective
+        t0 = time.perf_counter()
+        probe = Probe.of(batch, config.movement_samples)
+        probe.before = probe.logp(model, run, config.temperature)
+        seconds["time/movement_s"] += time.perf_counter() - t0
     model.train()
     for step in range(config.steps_per_batch):
         sums = defaultdict(float)
@@ -294,7 +300,6 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
         seconds["time/forward_backward_s"] += t1 - t0
         seconds["time/optimizer_s"] += time.perf_counter() - t1
         if step == 0:
-            before = logp.detach()  # the trainer's log-probabilities before any step (movement)
             old = torch.where(batch.trainer_old, logp, old)
             sampler = batch.sampled
             gap = float((logp[sampler] - batch.old_logp[sampler]).abs().sum())
@@ -308,32 +313,57 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             }
     optimizer.zero_grad(set_to_none=True)
     model.eval()
-    if config.movement:  # in every process, samples or none: its sums are collective
+    if probe is not None:
         t0 = time.perf_counter()
-        metrics.update(movement(model, batch, before, ref, config, run))
-        seconds["time/movement_s"] = time.perf_counter() - t0
+        metrics.update(probe.movement(model, run, config.temperature))
+        seconds["time/movement_s"] += time.perf_counter() - t0
     return {**metrics, **seconds}
 
 
-def movement(model: Any, batch: Batch, before: torch.Tensor, ref: torch.Tensor | None, config: GRPOConfig,
-             run: Callable[..., torch.Tensor]) -> dict[str, float]:
-    """How far the update moved the policy on the batch's own completion tokens: the mean
-    change of their log-probability, the same change signed by each token's advantage (> 0:
-    toward what the advantages ask), and the k3 KL to the adapter-disabled model after it."""
-    with torch.no_grad():
-        if not batch.sequences:  # this process's share is empty: nothing to run, the sums stay collective
-            after = ref = before
-        else:
-            after = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
-            if ref is None:
-                with model.disable_adapter():
-                    ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
-    change = after - before
-    toward = torch.sign(batch.advantage) * change
-    change, toward, kl, n = distributed.sum_floats(
-        [float(change.sum()), float(toward.sum()), float(k3_kl(after, ref).sum()), float(len(after))])
-    return {"policy/logp_change": change / max(1.0, n), "policy/logp_change_toward_advantage": toward / max(1.0, n),
-            "policy/kl_to_base": kl / max(1.0, n)}
+@dataclass
+class Probe:
+    """The samples of a batch the update's movement is measured on: up to `n` of them, evenly
+    spaced, with their completion tokens' advantages. Measured in fp32 whatever the update's
+    precision: an adapter's first steps change the log-probabilities by less than bf16
+    resolves, and a bf16 measurement would read them as no change at all."""
+
+    sequences: list[list[int]]
+    prompt_lengths: list[int]
+    advantage: torch.Tensor
+    before: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, batch: Batch, n: int) -> Probe:
+        """Up to `n` evenly spaced samples of `batch`."""
+        count, k = len(batch.sequences), min(n, len(batch.sequences))
+        chosen = sorted({round(i * (count - 1) / max(1, k - 1)) for i in range(k)})
+        starts = np.cumsum([0] + [len(s) - p for s, p in zip(batch.sequences, batch.prompt_lengths)])
+        tokens = [t for i in chosen for t in range(int(starts[i]), int(starts[i + 1]))]
+        return cls([batch.sequences[i] for i in chosen], [batch.prompt_lengths[i] for i in chosen],
+                   batch.advantage[torch.tensor(tokens, dtype=torch.long)] if tokens else batch.advantage[:0])
+
+    def logp(self, model: Any, run: Callable[..., torch.Tensor], temperature: float) -> torch.Tensor:
+        """The probe's completion tokens' log-probabilities under `model` as it is, in fp32."""
+        device = next(p for p in model.parameters()).device
+        if not self.sequences:
+            return torch.zeros(0, device=device)
+        with torch.no_grad(), torch.autocast(device.type, enabled=False):
+            return run(model, self.sequences, self.prompt_lengths, temperature=temperature)
+
+    def movement(self, model: Any, run: Callable[..., torch.Tensor], temperature: float) -> dict[str, float]:
+        """How far the update moved the policy on the probe's tokens: the mean change of their
+        log-probability, the same change signed by each token's advantage (> 0: toward what
+        the advantages ask), and the k3 KL to the adapter-disabled model after it."""
+        after = self.logp(model, run, temperature)
+        with model.disable_adapter():
+            ref = self.logp(model, run, temperature)
+        after, ref = after.double(), ref.double()  # k3 of a change of 1e-4 nats is 5e-9: below fp32's reach of 1
+        change = after - self.before.double()
+        toward = torch.sign(self.advantage.to(change.device)) * change
+        change, toward, kl, n = distributed.sum_floats(
+            [float(change.sum()), float(toward.sum()), float(k3_kl(after, ref).sum()), float(len(after))])
+        return {"policy/logp_change": change / max(1.0, n),
+                "policy/logp_change_toward_advantage": toward / max(1.0, n), "policy/kl_to_base": kl / max(1.0, n)}
 
 
 # -- the iteration ---------------------------------------------------------------------------

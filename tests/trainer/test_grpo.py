@@ -555,3 +555,24 @@ def test_an_update_that_does_not_move_the_policy_says_so():
     assert "does not move the policy" in stalled_update({"loss/policy": 0.1, "policy/logp_change_toward_advantage": 1e-5})
     assert stalled_update({"loss/policy": 0.1, "policy/logp_change_toward_advantage": 0.02}) is None
     assert stalled_update({"loss/policy": 0.1}) is None  # movement not measured
+
+
+def test_the_movement_is_measured_in_fp32_on_a_few_samples(monkeypatch):
+    """A change below bf16's resolution still shows: the probe runs in fp32 whatever the
+    update's precision, on `movement_samples` samples spread over the batch."""
+    from trace_gym.trainer.training import load_model
+
+    model, _ = load_model(FIXTURE, GRPOConfig(lora_rank=4, lora_alpha=4))
+    rollouts = [_rollout(1, k, float(k % 2)) for k in range(6)]
+    for r in rollouts:
+        r.turns = [Turn([1, 5, 9, 33], [1, 5, 9, 33], [40 + r.request.sample, 2, 7], [-3.0, -3.0, -3.0])]
+    groups = grpo.group_by_seed(rollouts, 6)
+    batch = grpo.samples_of(groups, grpo.advantages(groups))
+    probe = grpo.Probe.of(batch, 3)
+    assert [s[4] for s in probe.sequences] == [40, 42, 45] and len(probe.advantage) == 9
+    assert probe.advantage.tolist() == [batch.advantage[i].item() for i in (0, 1, 2, 6, 7, 8, 15, 16, 17)]
+    config = GRPOConfig(group_size=6, lr=1e-6, update_dtype="bfloat16", movement_samples=3)
+    params = [p for p in model.parameters() if p.requires_grad]
+    metrics = grpo.update(model, torch.optim.AdamW(params, lr=config.lr), batch, config, params)
+    # one step at lr 1e-6 moves the log-probabilities by far less than bf16 resolves (about 0.4%)
+    assert 0 < abs(metrics["policy/logp_change"]) < 1e-3 and metrics["policy/kl_to_base"] > 0
