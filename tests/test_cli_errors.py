@@ -43,6 +43,7 @@ CASES = [
     ("train --env trace/retail-v0 --out {d}/tr --base {d}/missing", "is not a model directory"),
     ("pipeline --config {d}/bad.toml --dry-run", "bad.toml is not valid TOML"),
     ("pipeline --config {d}/missing.toml --dry-run", "no run configuration at"),
+    ("pipeline --config embeded --dry-run", "did you mean 'embedded'?"),
     (f"compose --adapters {{d}}/missing --envs {PRECONDITION} --out {{d}}/c", "not a peft adapter directory"),
     (f"compose --adapters {{d}}/a1,{{d}}/a2 --envs {PRECONDITION} --out {{d}}/c", "one env per adapter"),
     ("base-agent build --config {d}/bad.toml", "bad.toml is not valid TOML"),
@@ -65,3 +66,63 @@ def test_every_command_is_fed_bad_input():
     """A new command gets a case here."""
     fed = {line.split()[0] for line, _ in CASES} | {"list"}  # list takes no input
     assert set(command_names()) <= fed, set(command_names()) - fed
+
+
+def test_front_doors_version_and_a_bare_command(capsys):
+    from trace_gym.cli import version
+
+    assert main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"trace-gym {version()}"
+    assert main([]) == 0
+    shown = capsys.readouterr().out
+    assert all(name in shown for name in command_names())
+
+
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch, capsys, tmp_path):
+    """A command whose work needs an extra that is not installed (here torch, as if absent)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if not installed
+    code = main(["train", "--env", "trace/retail-v0", "--out", str(tmp_path / "x"), "--base", "tests/fixtures/tiny_agent"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "needs torch" in err[0] and "pip install 'trace-gym[train]'" in err[0]
+
+
+def test_every_extra_named_is_one_of_pyprojects():
+    import tomllib
+
+    from tests.conftest import REPO
+    from trace_gym.cli import EXTRAS
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS.values()) <= set(extras)
+    for module, extra in EXTRAS.items():  # the module's distribution is listed in that extra
+        names = " ".join(extras[extra]).replace("-", "_").lower()
+        assert module.split("_")[0] in names, (module, extra)
+
+
+def test_ctrl_c_exits_130_without_a_traceback(monkeypatch, capsys):
+    from trace_gym.cli import list_envs
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(list_envs, "run", interrupted)
+    assert main(["list"]) == 130
+    assert capsys.readouterr().err.strip() == "trace-gym: interrupted"
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`trace-gym list --json | head -c 10` with more output than a pipe holds: the reader goes
+    away mid-write; exit 141, no traceback."""
+    import subprocess
+    import sys
+
+    script = ("from trace_gym.cli import list_envs, main\n"
+              "def run(args):\n    for _ in range(2000): print('x' * 1000)\n    return 0\n"
+              "list_envs.run = run\nraise SystemExit(main(['list', '--json']))\n")
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer.stdout.read(10)
+    writer.stdout.close()  # the reader is gone long before the 2 MB are written
+    err = writer.stderr.read().decode()
+    assert writer.wait() == 141 and "Traceback" not in err, err

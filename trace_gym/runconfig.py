@@ -43,7 +43,12 @@ def load(path: str | Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InvalidConfig(f"no run configuration at {path} (nor a shipped one: {', '.join(SHIPPED_CONFIGS)})") from None
+        import difflib
+
+        near = difflib.get_close_matches(str(path.name if path.suffix == ".toml" else path), SHIPPED_CONFIGS, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise InvalidConfig(f"no run configuration at {path} (nor a shipped one: {', '.join(SHIPPED_CONFIGS)})"
+                            f"{hint}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
     unknown = sorted(set(data) - set(SECTIONS))

@@ -56,7 +56,7 @@ module and one entry here."""
 DESCRIPTION = ("Turn an LLM agent's recurring failures into capability-targeted training environments "
                "(TRACE): analyze, synthesize, train, compose.")
 
-__all__ = ["COMMANDS", "build_parser", "command_names", "main"]
+__all__ = ["COMMANDS", "EXTRAS", "build_parser", "command_names", "main", "version"]
 
 
 def command_names() -> list[str]:
@@ -82,9 +82,39 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+EXTRAS = {"torch": "train", "transformers": "train", "peft": "train", "trl": "train", "accelerate": "train",
+          "datasets": "train", "gguf": "train", "openvino": "openvino", "openvino_genai": "openvino",
+          "openvino_tokenizers": "openvino", "vllm": "vllm", "gepa": "gepa"}
+"""The top-level module -> the extra of trace-gym that installs it (pyproject's extras)."""
+
+INTERRUPTED = 130
+"""Exit code after Ctrl-C (128 + SIGINT, as shells report it)."""
+BROKEN_PIPE = 141
+"""Exit code when the reader of our output went away (128 + SIGPIPE, as `head` leaves it)."""
+
+
+def version() -> str:
+    """The installed trace-gym's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("trace-gym")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command the arguments name; its exit code (2 with one line on a bad input)."""
+    """Run the command the arguments name; its exit code: 2 with one line on a bad input or a
+    missing extra, 130 after Ctrl-C, 141 when the output's reader went away, never a traceback
+    for those."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["--version"], ["-V"]):
+        print(f"trace-gym {version()}")
+        return 0
+    if not argv:  # a bare `trace-gym`: what it can do
+        build_parser().print_help()
+        return 0
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
         args = build_parser(only=chosen).parse_args(argv)
@@ -92,4 +122,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TraceGymError as exc:
         print(f"trace-gym: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"trace-gym: error: this command needs {exc.name}, which trace-gym's {extra!r} extra installs: "
+              f"pip install 'trace-gym[{extra}]'", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trace-gym: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of the closed pipe
+    raises nothing more (Python's documented recipe for SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
