@@ -232,8 +232,8 @@ def test_the_base_agents_own_episodes_play_on_the_endpoint_and_the_adapters_on_i
     assert record["run"]["env_kwargs"]["prompt_style"] == "full"
     # the adapters play on the server too, which loads each at runtime
     adapter = policies[f"adapter {cap.LOCALIZATION}"]
-    assert adapter.args == ("endpoint",) and adapter.keywords["adapter"] == "unused"
-    assert adapter.keywords["model"] == "coder" and adapter.keywords["base_url"] == server.url
+    assert adapter.name == "endpoint" and adapter.kwargs["adapter"] == "unused"
+    assert adapter.kwargs["model"] == "coder" and adapter.kwargs["base_url"] == server.url
 
 
 @needs_sandbox

@@ -132,7 +132,10 @@ class EndpointPolicy:
         if not (type(retries) is int and retries >= 0):
             raise InvalidConfig(f"endpoint policy: retries={retries!r} is invalid: must be an integer >= 0")
         self.base_url = resolve_base_url(base_url)
-        self.base_model = model or os.environ.get("TRACE_GYM_MODEL") or "default"
+        self.base_model = model or os.environ.get("TRACE_GYM_MODEL")
+        if not self.base_model:
+            raise InvalidConfig("policy 'endpoint' needs the model's name as the server serves it: --model NAME (or "
+                                "$TRACE_GYM_MODEL); vLLM serves the name given to `vllm serve` (--served-model-name)")
         self.model = serve_adapter(self.base_url, adapter) if adapter else self.base_model
         """The name requests go to: the base model's, or the adapter's as the server serves it."""
         self.name = f"endpoint:{self.model}"

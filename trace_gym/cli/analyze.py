@@ -40,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     thresholds = config_values(args, Params, only=THRESHOLDS)
     thresholds.setdefault("k", default_k(runs) if isinstance(runs, int) else Params.k)
     config = AnalysisConfig(**values, params=Params(**thresholds, n=runs))
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        from trace_gym.errors import InvalidConfig
+
+        raise InvalidConfig(f"--out {args.out} is a file; give the folder to write the analysis into")
     data = analyze(args.runs_files, args.out, config, log=lambda m: print(m, file=sys.stderr))
     if args.json:
         print(json.dumps(data))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_gym.cli.flags import add_config_flags, config_values
-from trace_gym.errors import TraceGymError
+from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.seeding import SPLITS
 
 if TYPE_CHECKING:
@@ -183,6 +183,8 @@ def run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defaul
     factory = policy_factory(args)
     fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=env_kwargs)
     out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
+    if out.is_dir():
+        raise InvalidConfig(f"--out {out} is a folder; give the JSON Lines file to write, e.g. {out / 'rollout.jsonl'}")
     # a policy whose turns wait on a server runs its episodes in threads; local ones batch them
     summary = rollout(env_id, factory, seeds(args.split, start, stop), out, samples=samples,
                       hint=args.hint, workers=in_flight(args), threaded=policy_entry(args.policy).server,

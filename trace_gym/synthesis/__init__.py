@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
