@@ -44,3 +44,16 @@ def test_evaluate_breakdowns():
     assert m["pass_hat_k"] == {"1": 0.5, "2": 0.5}
     assert m["by_task_kind"]["cancel"]["pass_rate"] == 0.5 and m["by_task_kind"]["book"]["episodes"] == 4
     assert m["by_capability"]["structured_data_reasoning"] == {"episodes": 2, "pass_rate": 0.0, "mean_reward": 0.0}
+
+
+def test_a_perfect_pass_rate_has_an_interval_that_is_not_a_point():
+    """20 passes of 20 (the oracle): the Wilson interval, not a bootstrap's zero width."""
+    from trace_gym.evaluation import evaluate, wilson_interval
+
+    records = [{"env_id": "e", "seed": s, "sample": 0, "passed": True, "reward": 1.0} for s in range(20)]
+    low, high = evaluate(records)["pass_rate_ci95"]
+    assert (round(low, 3), high) == (0.839, 1.0)
+    assert wilson_interval(0.0, 20) == pytest.approx((0.0, 0.1611), abs=1e-4)
+    # trials of one task are one observation: 4 tasks x 5 trials is an interval over 4, not 20
+    many = [{"env_id": "e", "seed": s, "sample": k, "passed": True, "reward": 1.0} for s in range(4) for k in range(5)]
+    assert evaluate(many)["pass_rate_ci95"][0] == pytest.approx(wilson_interval(1.0, 4)[0])

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from math import comb
 from typing import Any
@@ -34,6 +35,17 @@ def bootstrap_interval(values: list[float], resamples: int = 1000, seed: int = 0
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def wilson_interval(rate: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of a pass rate `rate` over `n` independent tasks; NaNs
+    when n is 0. Unlike a percentile bootstrap it is not of zero width at 0 or 1: 20 passes
+    of 20 give (0.839, 1.0)."""
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"episodes": len(records),
             "pass_rate": float(np.mean([r["passed"] for r in records])) if records else float("nan"),
@@ -42,7 +54,9 @@ def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def evaluate(records: list[dict[str, Any]], max_k: int | None = None) -> dict[str, Any]:
     """The evaluation of trajectory records: pass rate, mean reward, the number of tasks
-    (env, seed), the pass rate's 95% bootstrap interval over tasks, pass^k for k up to the
+    (env, seed), the pass rate's 95% Wilson interval over tasks (each task's mean over its
+    trials counted as one observation, so that trials of one task are not taken for
+    independent tasks), pass^k for k up to the
     fewest trials of a task (or `max_k`), and the same summary by task kind and by needed
     capability."""
     by_task: dict[tuple[str, Any], list[dict[str, Any]]] = defaultdict(list)
@@ -52,7 +66,7 @@ def evaluate(records: list[dict[str, Any]], max_k: int | None = None) -> dict[st
     n_min = min((len(t) for t in trials), default=0)
     max_k = min(max_k or n_min, n_min)
     task_rates = [float(np.mean(t)) for t in trials]
-    low, high = bootstrap_interval(task_rates)
+    low, high = wilson_interval(float(np.mean(task_rates)) if task_rates else 0.0, len(task_rates))
     result = {
         **_summary(records),
         "tasks": len(by_task),
