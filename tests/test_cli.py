@@ -53,6 +53,20 @@ def test_play_prints_transcript_and_verdict(capsys):
     assert "reward 1.00" in out and "database" in out and "USER" in out
 
 
+def test_view_shows_a_record_of_a_file_as_play_shows_it(capsys, tmp_path):
+    records = tmp_path / "r.jsonl"
+    assert main(["rollout", "trace/airline-v0", "--seeds", "0:2", "--policy", "oracle", "--quiet",
+                 "--out", str(records)]) == 0
+    capsys.readouterr()
+    assert main(["view", str(records), "--index", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(records.read_text().splitlines()[1])
+    assert main(["view", str(records), "--index", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert "2 of 2 in r.jsonl" in shown and "reward 1.00" in shown and "USER" in shown
+    assert main(["view", str(records), "--index", "2"]) == 2
+    assert "holds 2 record(s); --index 2 is past the last" in capsys.readouterr().err
+
+
 def test_unknown_env_is_a_clear_error(capsys):
     assert main(["play", "trace/airlin-v0", "--seed", "0"]) == 2
     assert "Did you mean: trace/airline-v0" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 
     trace-gym list [--json]
     trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
+    trace-gym view FILE.jsonl [--index N] [--json]
     trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--seed-base N] [--no-record]
                     [--isolation bubblewrap|fallback] [--require-isolation]
     trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
@@ -45,10 +46,11 @@ from trace_gym.cli import (
     rollout,
     synthesize,
     train,
+    view,
 )
 from trace_gym.errors import TraceGymError
 
-COMMANDS = (list_envs, play, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze, synthesize,
+COMMANDS = (list_envs, play, view, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze, synthesize,
             train, compose, pipeline, base_agent)
 """Every command module, in the order `trace-gym --help` lists them. Adding a command is one
 module and one entry here."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from trace_gym.cli.common import NON_NEGATIVE
+from trace_gym.cli.common import NON_NEGATIVE, add_policy_flags, policy_factory
 
 NAME = "play"
 HELP = "play one episode and print the transcript and verdict"
@@ -15,38 +15,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's flags."""
     p.add_argument("env_id", help="environment id, e.g. trace/airline-v0")
     p.add_argument("--seed", type=NON_NEGATIVE, required=True, help="episode seed")
-    p.add_argument("--policy", default="oracle", choices=["oracle", "random"], help="who plays")
     p.add_argument("--hint", action="store_true", help="add the expert guidance to the system prompt")
     p.add_argument("--json", action="store_true", help="print the trajectory record as one JSON line")
+    add_policy_flags(p, title="who plays (default: the env's oracle)", temperature=0.0)
 
 
 def run(args: argparse.Namespace) -> int:
     """Play the episode and print it."""
-    from trace_gym.agents import make_policy
     from trace_gym.driver import Episode, play
     from trace_gym.registry import entry, make
 
     env_id = entry(args.env_id).id
-    policy = make_policy(args.policy, **({"seed": args.seed} if args.policy == "random" else {}))
-    (played,) = play([Episode(args.seed, hint=args.hint)], policy, env_id=env_id, make_env=make)
+    spec = policy_factory(args)
+    if args.policy == "random":  # its draws follow the episode's seed
+        spec = spec.with_options(seed=args.seed)
+    (played,) = play([Episode(args.seed, hint=args.hint)], spec.make(), env_id=env_id, make_env=make)
     record = played.record()
     if args.json:
         print(json.dumps(record))
         return 0
+    print_record(record, f"seed {args.seed}  policy {args.policy}")
+    return 0
+
+
+def print_record(record: dict, heading: str) -> None:
+    """A trajectory record as a person reads it: the env and task, the transcript, the verdict."""
     from rich.console import Console
     from rich.table import Table
 
     from trace_gym.render import render_human
 
     console = Console()
-    console.print(f"[bold]{env_id}[/bold]  seed {args.seed}  policy {args.policy}  "
-                  f"task {record['task_kind']}  needs {', '.join(record['capabilities_needed']) or '-'}")
+    console.print(f"[bold]{record.get('env_id')}[/bold]  {heading}  task {record.get('task_kind')}  "
+                  f"needs {', '.join(record.get('capabilities_needed') or []) or '-'}")
     render_human(record["messages"])
-    table = Table(title=f"reward {record['reward']:.2f} ({record['termination_reason']})")
+    table = Table(title=f"reward {record['reward']:.2f} ({record.get('termination_reason')})")
     for col in ("check", "passed", "credit", "detail"):
         table.add_column(col)
-    for check in (record["verdict"] or {}).get("checks", []):
-        table.add_row(check["name"], "yes" if check["passed"] else "no", f"{check['credit']:.2f}",
+    for check in (record.get("verdict") or {}).get("checks", []):
+        table.add_row(check["name"], "yes" if check["passed"] else "no", f"{check.get('credit', 0.0):.2f}",
                       check.get("detail", ""))
     console.print(table)
-    return 0
