@@ -67,6 +67,17 @@ def test_view_shows_a_record_of_a_file_as_play_shows_it(capsys, tmp_path):
     assert "holds 2 record(s); --index 2 is past the last" in capsys.readouterr().err
 
 
+def test_info_shows_knobs_tools_and_reward(capsys):
+    assert main(["info", "trace/precondition_verification-v0", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {"name": "forbidden_rate", "type": "float", "default": 0.6} in info["knobs"]
+    assert {"cancel_reservation", "get_order_details"} <= {t["name"] for t in info["tools"]}
+    assert info["reward"].startswith("Reward. Allowed request: 1 when the final database")
+    assert main(["info", "trace/airline-v0"]) == 0
+    shown = capsys.readouterr().out
+    assert "max_requests" in shown and "get_user_details" in shown and "target env, builtin" in shown
+
+
 def test_unknown_env_is_a_clear_error(capsys):
     assert main(["play", "trace/airlin-v0", "--seed", "0"]) == 2
     assert "Did you mean: trace/airline-v0" in capsys.readouterr().err

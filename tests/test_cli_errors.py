@@ -25,6 +25,7 @@ CASES = [
     ("play trace/nope-v0 --seed 0", "unknown environment 'trace/nope-v0'"),
     ("play trace/retail-v0 --seed 0 --policy endpoint --base-url http://127.0.0.1:9/v1", "needs the model's name"),
     ("view {d}/missing.jsonl", "no such file"),
+    ("info trace/nope-v0", "unknown environment 'trace/nope-v0'"),
     ("view {d}/bad.json", "bad.json: line 1 is not a JSON record"),
     ("audit {d}/missing_env.py --no-record", "no such module file"),
     ("audit trace/nope-v0 --no-record", "unknown environment"),

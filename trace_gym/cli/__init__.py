@@ -2,6 +2,7 @@
 `add_arguments(parser)` and `run(args) -> exit code`.
 
     trace-gym list [--json]
+    trace-gym info ENV_ID [--json]
     trace-gym play ENV_ID --seed N [--policy oracle|random] [--hint] [--json]
     trace-gym view FILE.jsonl [--index N] [--json]
     trace-gym audit ENV_ID|PATH [--json] [--examples N] [--timeout S] [--seed-base N] [--no-record]
@@ -40,6 +41,7 @@ from trace_gym.cli import (
     evaluate,
     import_swebench,
     import_tau2,
+    info,
     list_envs,
     pipeline,
     play,
@@ -50,7 +52,7 @@ from trace_gym.cli import (
 )
 from trace_gym.errors import TraceGymError
 
-COMMANDS = (list_envs, play, view, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze, synthesize,
+COMMANDS = (list_envs, info, play, view, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze, synthesize,
             train, compose, pipeline, base_agent)
 """Every command module, in the order `trace-gym --help` lists them. Adding a command is one
 module and one entry here."""
