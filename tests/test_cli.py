@@ -24,9 +24,14 @@ def test_list_json(capsys):
     assert {"trace/airline-v0", "trace/retail-v0"} <= {e["id"] for e in envs}
 
 
-def test_list_table(capsys):
+def test_list_table_never_cuts_an_id(capsys, monkeypatch):
+    """On an 80-column terminal or a pipe (rich's 80 columns) every id shows whole."""
+    from trace_gym.registry import list_envs
+
+    monkeypatch.setenv("COLUMNS", "80")
     assert main(["list"]) == 0
-    assert "trace/retail-v0" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert all(e.id in shown for e in list_envs()) and max(map(len, shown.splitlines())) <= 80
 
 
 @pytest.mark.parametrize("env_id", ["trace/airline-v0", "trace/retail-v0"])

@@ -26,9 +26,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="trace-gym environments")
-    for col in ("id", "kind", "capability", "origin", "description"):
-        table.add_column(col)
+    # ids and the short columns are never cut, on any terminal or pipe: the description wraps
+    # (a capability env's capability is its id's name; --json has it apart)
+    for col in ("id", "kind", "origin"):
+        values = [col, *(str(getattr(e, col) or "-") for e in envs)]
+        table.add_column(col, no_wrap=True, min_width=max(map(len, values)))
+    table.add_column("description", overflow="fold", min_width=12)
     for e in envs:
-        table.add_row(e.id, e.kind, e.capability or "-", e.origin, e.description)
+        table.add_row(e.id, e.kind, e.origin, e.description)
     Console().print(table)
     return 0
