@@ -80,7 +80,12 @@ def check_rate(records: list[dict[str, Any]], name: str) -> float:
 def played(path: Path, model: Path, adapter: Path | None, env_id: str, knobs: dict[str, Any], seeds: list[int],
            max_new_tokens: int, in_flight: int) -> list[dict[str, Any]]:
     """The greedy records of this model (and adapter) on `seeds`, read from `path` when an
-    earlier call wrote them, else played now and written atomically."""
+    earlier call wrote them with the same model, adapter, knobs and turn length, else played
+    now and written atomically (the file's name carries a digest of those)."""
+    from trace_gym.jsondata import sha256_json
+
+    key = sha256_json({"model": str(model), "adapter": str(adapter), "knobs": knobs, "tokens": max_new_tokens})
+    path = path.with_name(f"{path.stem}-{key[:8]}{path.suffix}")
     if path.is_file():
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if sorted(r["seed"] for r in records) == sorted(seeds):
