@@ -184,6 +184,11 @@ def main() -> None:
               f"episodes, trained in {minutes:.1f} min (goal <= {TRAIN_MINUTES_GOAL:.0f}: "
               f"{goal(f'{name}: one adapter <= 20 min', f'{minutes:.1f} min', minutes <= TRAIN_MINUTES_GOAL if native_bf16() else None)}); "
               f"curves {png}", flush=True)
+        phases = {k: sum(r.get(f"time/{k}_s", 0.0) for r in rows) / len(rows)
+                  for k in ("rollout", "sync", "forward_backward", "movement", "optimizer")}
+        print(f"  an iteration's time, mean of {len(rows)}: rollouts {phases['rollout'] - phases['sync']:.1f} s, adapter "
+              f"sync {phases['sync']:.1f} s, forward and backward {phases['forward_backward']:.1f} s, movement "
+              f"{phases['movement']:.1f} s, optimiser {phases['optimizer']:.2f} s", flush=True)
         d, lo, hi, n = paired(before, after)
         r, rlo, rhi, _ = paired(before, after, "reward")
         print(f"  own env, {n} paired test seeds: success {mean(before, 'passed'):.3f} -> {mean(after, 'passed'):.3f}, "

@@ -115,7 +115,7 @@ def summary_table(row: dict[str, Any], total: int) -> Any:
     for name in ("reward/mean", "reward/hint_free", "reward/pass_rate", "groups/constant_share_all",
                  "loss/clip_fraction", "loss/logp_mismatch", "policy/logp_change_toward_advantage",
                  "policy/kl_to_base", "tokens/completion", "time/rollout_s", "time/sync_s", "time/update_s",
-                 "val/mean_reward"):
+                 "time/forward_backward_s", "time/movement_s", "val/mean_reward"):
         if name in row:
             value = row[name]
             table.add_row(name, f"{value:.3f}" if isinstance(value, float) else str(value))
