@@ -101,10 +101,9 @@ def played(path: Path, model: Path, adapter: Path | None, env_id: str, knobs: di
     finally:
         getattr(policy, "close", lambda: None)()
     records.sort(key=lambda r: r["seed"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
+    from trace_gym.jsondata import write_jsonl_atomic
+
+    write_jsonl_atomic(path, records)
     return records
 
 

@@ -10,7 +10,6 @@ from json.encoder import c_make_encoder, encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
-
 _CONTAINERS = (dict, list)
 
 
@@ -127,12 +126,29 @@ def sha256_bytes(data: bytes) -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write `data` as indented JSON through a temporary file and a rename, so a crash
     leaves the old file or the new one, never half of one."""
+    _write_atomic(Path(path), lambda f: f.write(json.dumps(data, indent=2, sort_keys=True) + "\n"))
+
+
+def write_jsonl_atomic(path: Path, records: Any) -> Path:
+    """Write `records` as JSON Lines (one object a line) the same way, synced before the
+    rename; return the path."""
+    def lines(f: Any) -> None:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+    _write_atomic(Path(path), lines, sync=True)
+    return Path(path)
+
+
+def _write_atomic(path: Path, write: Any, sync: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
+            write(f)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from other users (a sandbox's)
         os.replace(tmp, path)
     except BaseException:

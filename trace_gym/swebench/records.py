@@ -5,10 +5,7 @@ files found under the paths given, and `import_runs` / `write_records`, what
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,19 +154,6 @@ def import_runs(paths: Iterable[str | Path], report: str | Path, dataset: str | 
 def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
     """Write the records as JSON Lines through a temporary file and a rename: `path` holds the
     old file or the whole new one, never part of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(r) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from other users (a sandbox's)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    from trace_gym.jsondata import write_jsonl_atomic
+
+    return write_jsonl_atomic(Path(path), records)
