@@ -9,8 +9,9 @@ hash is in it), so a second policy, or a second process, loads nothing again.
 
 Configuration comes from arguments or the usual environment variables: `OPENAI_BASE_URL`
 (or the first of `VLLM_BASE_URLS`, comma-separated), `OPENAI_API_KEY` (default "EMPTY", as
-vLLM expects), `TRACE_GYM_MODEL`. The server parses tool calls (vLLM: `--tool-call-parser
-hermes` or `qwen3`); text the server could not parse comes back as content and the env's
+vLLM expects), `TRACE_GYM_MODEL`. The server parses tool calls (vLLM: `vllm serve MODEL
+--enable-auto-tool-choice --tool-call-parser hermes`; without the first flag it answers a
+request that carries tools with a 400); text the server could not parse comes back as content and the env's
 own parser turns it into a tool call or an error observation. Transient failures (connection
 errors, timeouts, 429 and 5xx answers) are retried with exponential backoff a bounded number
 of times; then, or on any other error, `EndpointError` says what happened.
