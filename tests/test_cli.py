@@ -72,6 +72,14 @@ def test_view_shows_a_record_of_a_file_as_play_shows_it(capsys, tmp_path):
     assert "holds 2 record(s); --index 2 is past the last" in capsys.readouterr().err
 
 
+def test_play_seed_indexes_into_its_split_as_every_command_does(capsys):
+    assert main(["play", "trace/retail-v0", "--seed", "2", "--split", "test", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "trace/retail-v0/test/1000000002/0"
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    assert "(default: test)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_info_shows_knobs_tools_and_reward(capsys):
     assert main(["info", "trace/precondition_verification-v0", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)

@@ -129,6 +129,10 @@ def in_flight(args: argparse.Namespace) -> int:
     return LOCAL_IN_FLIGHT if policy_entry(args.policy).local else max(1, os.cpu_count() or 1)
 
 
+SPLIT_HELP = ", ".join(f"{name} from {r.start:,}" for name, r in SPLITS.items())
+"""The splits as --help shows them."""
+
+
 def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", seeds: str | None = None,
                       workers_default: int | None = None) -> None:
     """The flags of a command that rolls a policy out on an env: env id, seeds (required
@@ -136,8 +140,10 @@ def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", seeds: s
     configuration's env knobs."""
     p.add_argument("env_id", help="environment id, e.g. trace/airline-v0")
     p.add_argument("--seeds", required=seeds is None, default=seeds,
-                   help="A:B, indices into the split (seed = split start + index)")
-    p.add_argument("--split", default=split, choices=list(SPLITS))
+                   help="A:B, indices into the split (seed = split start + index)"
+                        + (f"; default {seeds}" if seeds else ""))
+    p.add_argument("--split", default=split, choices=list(SPLITS),
+                   help=f"which seeds: {SPLIT_HELP} (default: {split})")
     p.add_argument("--workers", type=COUNT, default=workers_default,
                    help="episodes in flight at once (a local model's batch, default "
                         f"{LOCAL_IN_FLIGHT}; an endpoint policy's threads, default the core count)")
