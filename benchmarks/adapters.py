@@ -51,30 +51,24 @@ def goal(label: str, figure: str, met: bool | None) -> str:
     return {True: "met", False: "not met", None: "reported, not bound"}[met]
 
 
-def paired(before: list[dict[str, Any]], after: list[dict[str, Any]],
-           key: str = "passed") -> tuple[float, float, float, int]:
-    """after - before of `key` on the (env, seed) pairs both played: mean, 95% interval, pairs."""
-    from trace_gym.evaluation import bootstrap_interval
+def difference(pairs: list[tuple[dict, dict]], key: str = "passed") -> tuple[float, float, float, int]:
+    """after - before of `key` over the pairs: mean, 95% paired interval, pairs
+    (`trace_gym.evaluation.paired_difference`)."""
+    from trace_gym.evaluation import paired_difference
 
-    base = {(r["env_id"], r["seed"]): r for r in before}
-    tuned = {(r["env_id"], r["seed"]): r for r in after}
-    seeds = sorted(set(base) & set(tuned))
-    diffs = [float(tuned[s][key]) - float(base[s][key]) for s in seeds]
-    lo, hi = bootstrap_interval(diffs)
-    return (sum(diffs) / len(diffs) if diffs else float("nan")), lo, hi, len(seeds)
+    d = paired_difference(pairs, key)
+    return d["difference"], *d["ci95"], d["seeds"]
 
 
 def mean(records: list[dict[str, Any]], key: str) -> float:
     return sum(float(r[key]) for r in records) / len(records) if records else float("nan")
 
 
-def check_list(record: dict[str, Any]) -> list[dict[str, Any]]:
-    return (record.get("verdict") or {}).get("checks") or []
-
-
 def check_rate(records: list[dict[str, Any]], name: str) -> float:
     """The share of `records` whose verdict passed the check `name` (absent: not passed)."""
-    return mean([{"p": any(c["name"] == name and c["passed"] for c in check_list(r))} for r in records], "p")
+    passed = [any(c["name"] == name and c["passed"] for c in (r.get("verdict") or {}).get("checks") or [])
+              for r in records]
+    return sum(passed) / len(passed) if passed else float("nan")
 
 
 def played(path: Path, model: Path, adapter: Path | None, env_id: str, knobs: dict[str, Any], seeds: list[int],
@@ -107,17 +101,6 @@ def played(path: Path, model: Path, adapter: Path | None, env_id: str, knobs: di
     return records
 
 
-def recipe(config: str, env_id: str, iterations: int | None) -> Any:
-    """The trainer's config as `trace-gym train --config CONFIG --env ENV` builds it."""
-    from trace_gym import runconfig
-    from trace_gym.trainer import GRPOConfig
-
-    table = runconfig.load(config).get("train", {})
-    knobs = runconfig.env_knobs(config, env_id)
-    trained = GRPOConfig.from_dict(table, where=f"{config} [train]", env_id=env_id, iterations=iterations)
-    return GRPOConfig.from_dict({**trained.to_json(), "env_kwargs": {**trained.env_kwargs, **knobs}})
-
-
 def train_adapter(config: Any, base: Path, run: Path) -> float:
     """Train (or finish) the run; return the seconds its iterations took, as logged."""
     from trace_gym.trainer import train
@@ -132,6 +115,8 @@ def train_adapter(config: Any, base: Path, run: Path) -> float:
 def main() -> None:
     from trace_gym import registry, runconfig
     from trace_gym.agents.hardware import native_bf16, vector_flags
+    from trace_gym.evaluation import paired
+    from trace_gym.trainer import GRPOConfig
     from trace_gym.trainer.curves import plot_curves
     from trace_gym.trainer.metrics import MetricsLog
 
@@ -168,7 +153,7 @@ def main() -> None:
     for env_id in args.envs.split(","):
         name = env_id.split("/")[1]
         capability = registry.entry(env_id).capability
-        config = recipe(args.config, env_id, args.iterations)
+        config = GRPOConfig.for_env(env_id, args.config, iterations=args.iterations)
         run = out / name
         seconds = train_adapter(config, base, run)
         rows = MetricsLog.read(run / "metrics.jsonl")
@@ -184,18 +169,20 @@ def main() -> None:
               f"{goal(f'{name}: one adapter <= 20 min', f'{minutes:.1f} min', minutes <= TRAIN_MINUTES_GOAL if native_bf16() else None)}); "
               f"curves {png}", flush=True)
         phases = {k: sum(r.get(f"time/{k}_s", 0.0) for r in rows) / len(rows)
-                  for k in ("rollout", "sync", "forward_backward", "movement", "optimizer")}
-        print(f"  an iteration's time, mean of {len(rows)}: rollouts {phases['rollout'] - phases['sync']:.1f} s, adapter "
-              f"sync {phases['sync']:.1f} s, forward and backward {phases['forward_backward']:.1f} s, movement "
-              f"{phases['movement']:.1f} s, optimiser {phases['optimizer']:.2f} s", flush=True)
-        d, lo, hi, n = paired(before, after)
-        r, rlo, rhi, _ = paired(before, after, "reward")
+                  for k in ("rollout", "sync", "update", "forward_backward", "movement", "optimizer")}
+        print(f"  an iteration, mean of {len(rows)}: {sum(r['episodes/total'] for r in rows) / len(rows):.1f} episodes, "
+              f"rollouts {phases['rollout'] - phases['sync']:.1f} s, adapter sync {phases['sync']:.1f} s, update "
+              f"{phases['update']:.1f} s (forward and backward {phases['forward_backward']:.1f} s, movement "
+              f"{phases['movement']:.1f} s, optimiser {phases['optimizer']:.2f} s)", flush=True)
+        own = paired(before, after)
+        d, lo, hi, n = difference(own)
+        r, rlo, rhi, _ = difference(own, "reward")
         print(f"  own env, {n} paired test seeds: success {mean(before, 'passed'):.3f} -> {mean(after, 'passed'):.3f}, "
               f"paired {d:+.3f} (95% CI {lo:+.3f} to {hi:+.3f}; goal: above 0: "
               f"{goal(f'{name}: success gain on its env', f'{d:+.3f} ({lo:+.3f} to {hi:+.3f})', lo > 0)}); "
               f"reward {mean(before, 'reward'):.3f} -> {mean(after, 'reward'):.3f}, paired {r:+.3f} "
               f"({rlo:+.3f} to {rhi:+.3f})", flush=True)
-        checks = sorted({c["name"] for rec in before + after for c in check_list(rec)})
+        checks = sorted({c["name"] for rec in before + after for c in (rec.get("verdict") or {}).get("checks") or []})
         print("  checks passed (base -> adapter): " + "; ".join(
             f"{c} {check_rate(before, c):.2f} -> {check_rate(after, c):.2f}" for c in checks), flush=True)
         served_all, others_all = [], []
@@ -204,13 +191,14 @@ def main() -> None:
             mine = played(run / f"eval-{target.split('/')[1]}.jsonl", base, adapter, target, knobs, target_seeds,
                           target_tokens, args.in_flight)
             theirs = base_targets[target]
-            served_all += [(b, a) for b, a in _pairs(theirs, mine) if capability in b["capabilities_needed"]]
-            others_all += [(b, a) for b, a in _pairs(theirs, mine) if capability not in b["capabilities_needed"]]
-            d, lo, hi, n = paired(theirs, mine)
+            pairs = paired(theirs, mine)
+            served_all += [(b, a) for b, a in pairs if capability in b["capabilities_needed"]]
+            others_all += [(b, a) for b, a in pairs if capability not in b["capabilities_needed"]]
+            d, lo, hi, n = difference(pairs)
             print(f"  {target}: pass {mean(theirs, 'passed'):.3f} -> {mean(mine, 'passed'):.3f}, paired {d:+.3f} "
                   f"({lo:+.3f} to {hi:+.3f}) on {n} seeds", flush=True)
-        for label, pairs, check in (("served", served_all, None), ("others", others_all, OTHERS_FLOOR)):
-            d, lo, hi, n = paired([b for b, _ in pairs], [a for _, a in pairs])
+        for pairs, check in ((served_all, None), (others_all, OTHERS_FLOOR)):
+            d, lo, hi, n = difference(pairs)
             if check is None:
                 verdict = goal(f"{name}: targets, kinds it serves", f"{d:+.3f} ({lo:+.3f} to {hi:+.3f}), n {n}", None)
                 words = f"goal +{SERVED_GAIN_GOAL:.2f}: {verdict}"
@@ -227,11 +215,6 @@ def main() -> None:
     print("summary:")
     for label, figure, met in GOALS:
         print(f"  {label}: {figure}: {'met' if met else 'not met' if met is False else 'reported, not bound'}")
-
-
-def _pairs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
-    tuned = {(r["env_id"], r["seed"]): r for r in after}
-    return [(b, tuned[(b["env_id"], b["seed"])]) for b in before if (b["env_id"], b["seed"]) in tuned]
 
 
 if __name__ == "__main__":

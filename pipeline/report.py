@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,26 +38,14 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def _passes(path: str) -> dict[int, float]:
-    """seed -> passed (1.0 / 0.0) of an evaluation's records."""
-    out = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            out[record["seed"]] = float(record["passed"])
-    return out
-
-
 def paired_difference(method: str, rival: str, target: str, table: dict[str, Any]) -> dict[str, Any]:
     """`method`'s pass rate minus `rival`'s on the test seeds both played, with a 95%
     bootstrap interval over the seeds (paired: each seed's two outcomes resampled together)."""
-    from trace_gym.evaluation import bootstrap_interval
+    from trace_gym import evaluation
+    from trace_gym.rollout import read_records
 
-    mine, theirs = _passes(table[method][target]["records"]), _passes(table[rival][target]["records"])
-    seeds = sorted(set(mine) & set(theirs))
-    diffs = [mine[s] - theirs[s] for s in seeds]
-    lo, hi = bootstrap_interval(diffs)
-    return {"difference": sum(diffs) / len(diffs) if diffs else float("nan"), "ci95": (lo, hi), "seeds": len(seeds)}
+    theirs, mine = (read_records(Path(table[m][target]["records"])) for m in (rival, method))
+    return evaluation.paired_difference(evaluation.paired(theirs, mine))
 
 
 def verdict(low: float, high: float) -> str:

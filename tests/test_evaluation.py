@@ -57,3 +57,17 @@ def test_a_perfect_pass_rate_has_an_interval_that_is_not_a_point():
     # trials of one task are one observation: 4 tasks x 5 trials is an interval over 4, not 20
     many = [{"env_id": "e", "seed": s, "sample": k, "passed": True, "reward": 1.0} for s in range(4) for k in range(5)]
     assert evaluate(many)["pass_rate_ci95"][0] == pytest.approx(wilson_interval(1.0, 4)[0])
+
+
+def test_pairs_are_the_same_episode_and_the_difference_is_paired():
+    """Two policies on the same tasks: an episode pairs with its own (env, seed, sample) and
+    with nothing else; the interval resamples pairs, so a gain every pair shares is certain."""
+    from trace_gym.evaluation import paired, paired_difference
+
+    before = [{"env_id": e, "seed": s, "sample": 0, "passed": False} for e in ("a", "b") for s in range(10)]
+    after = [{"env_id": e, "seed": s, "sample": 0, "passed": e == "a"} for e in ("b", "a") for s in range(12)]
+    pairs = paired(before, after)
+    assert len(pairs) == 20 and all((b["env_id"], b["seed"]) == (a["env_id"], a["seed"]) for b, a in pairs)
+    assert paired_difference(pairs) == {"difference": 0.5, "ci95": pytest.approx((0.3, 0.7), abs=0.1), "seeds": 20}
+    same = paired_difference([(b, dict(b, passed=True)) for b in before])
+    assert same["difference"] == 1.0 and same["ci95"] == (1.0, 1.0)

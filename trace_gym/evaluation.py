@@ -46,6 +46,24 @@ def wilson_interval(rate: float, n: int, z: float = 1.959964) -> tuple[float, fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def paired(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The records of the same episode (env, seed, sample) in both lists, as (before, after)
+    pairs in `before`'s order: two policies on the same tasks."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("env_id"), r["seed"], r.get("sample", 0)
+
+    later = {key(r): r for r in after}
+    return [(r, later[key(r)]) for r in before if key(r) in later]
+
+
+def paired_difference(pairs: list[tuple[dict[str, Any], dict[str, Any]]], key: str = "passed") -> dict[str, Any]:
+    """after - before of `key` over the pairs (`paired`): the mean difference, its 95%
+    bootstrap interval (each pair's two outcomes resampled together) and the number of pairs."""
+    diffs = [float(a[key]) - float(b[key]) for b, a in pairs]
+    return {"difference": sum(diffs) / len(diffs) if diffs else float("nan"), "ci95": bootstrap_interval(diffs),
+            "seeds": len(diffs)}
+
+
 def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"episodes": len(records),
             "pass_rate": float(np.mean([r["passed"] for r in records])) if records else float("nan"),

@@ -123,8 +123,8 @@ class GRPOConfig:
     `movement_samples` of the batch's samples run three more times, in fp32 (before the
     update, after it, and with the adapter disabled)."""
     movement_samples: int = 8
-    """Samples of the batch, evenly spaced, the movement is measured on (a full batch's three
-    passes cost as much as the update itself: 103 s of 231 in a 64-episode iteration)."""
+    """Samples of the batch, evenly spaced, the movement is measured on (on a whole batch the
+    extra passes cost nearly as much as the update's own)."""
     threads: int = 2
     """Torch threads of the local backend and the loss."""
     device: str = "auto"
@@ -272,6 +272,20 @@ class GRPOConfig:
         if not isinstance(table, dict):
             raise InvalidConfig(f"{path}: [train] must be a table")
         return cls.from_dict(table, where=f"{path} [train]", **overrides)
+
+    @classmethod
+    def for_env(cls, env_id: str, config: str | Path | None = None, **overrides: Any) -> GRPOConfig:
+        """What `trace-gym train --env ENV [--config CONFIG] [flags]` trains: the run
+        configuration's `[train]` table (none: the defaults), then `overrides` (None values
+        ignored), the env's `env_knobs` over the default env_kwargs."""
+        trained = cls.from_toml(config, env_id=env_id, **overrides) if config else \
+            cls.from_dict({}, env_id=env_id, **overrides)
+        if not config:
+            return trained
+        from trace_gym.runconfig import env_knobs
+
+        knobs = env_knobs(config, env_id)
+        return cls.from_dict({**trained.to_json(), "env_kwargs": {**trained.env_kwargs, **knobs}}) if knobs else trained
 
     @classmethod
     def from_dict(cls, table: dict[str, Any], where: str = "config", **overrides: Any) -> GRPOConfig:

@@ -42,16 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from trace_gym.trainer.training import check_env_allowed
 
     check_env_allowed(args.env, args.allow_unaudited)  # a bad env id is named before a missing base
-    flags = {"env_id": args.env, **config_values(args, GRPOConfig, skip=FROM_ELSEWHERE)}
-    table, knobs = {}, {}
-    if args.config:
-        from trace_gym import runconfig
-
-        table = runconfig.load(args.config).get("train", {})
-        knobs = runconfig.env_knobs(args.config, args.env)
-    config = GRPOConfig.from_dict(table, where=f"{args.config} [train]" if args.config else "config", **flags)
-    if knobs:
-        config = GRPOConfig.from_dict({**config.to_json(), "env_kwargs": {**config.env_kwargs, **knobs}})
+    config = GRPOConfig.for_env(args.env, args.config, **config_values(args, GRPOConfig, skip=FROM_ELSEWHERE))
     train(config, base_model(args.base, must_exist=True), Path(args.out), resume=args.resume,
           allow_unaudited=args.allow_unaudited, log=log_to_stderr(args))
     if world()[0] == 0:  # under torchrun, one line for the run
