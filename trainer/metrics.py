@@ -39,7 +39,7 @@ METRICS = {
     "time/update_s": "seconds of the loss, backward and optimiser steps",
     "time/forward_backward_s": "of time/update_s, seconds of the loss's forward and backward passes (every step)",
     "time/optimizer_s": "of time/update_s, seconds of gradient clipping and AdamW steps",
-    "time/movement_s": "of time/update_s, seconds measuring the movement (policy/*: one or two more forwards)",
+    "time/movement_s": "of time/update_s, seconds measuring the movement (policy/*: three fp32 passes on movement_samples samples)",
     "val/mean_reward": "mean reward on the validation slice (when evaluated)",
     "val/pass_rate": "pass rate on the validation slice (when evaluated)",
     "val/std_error": "standard error of val/mean_reward over its seeds (each seed's mean over eval_samples)",

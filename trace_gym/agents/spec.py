@@ -77,7 +77,7 @@ def describe_policy(name: str, **kwargs: Any) -> dict[str, Any]:
     for key in entry.episode_keys:
         value = values.get(key)
         if key == "model" and value is None:
-            value = os.environ.get("TRACE_GYM_MODEL") or "default"
+            value = os.environ.get("TRACE_GYM_MODEL")  # none: the endpoint policy refuses to be made
         if key == "model_path":
             out["model_sha256"] = dir_sha256(value) if value and Path(value).exists() else None
             continue

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from trace_gym.cli.common import NON_NEGATIVE, SPLIT_HELP, add_policy_flags, policy_factory
-from trace_gym.seeding import SPLITS
+from trace_gym.seeding import SPLITS, seeds
 
 NAME = "play"
 HELP = "play one episode and print the transcript and verdict"
@@ -29,8 +29,6 @@ def run(args: argparse.Namespace) -> int:
     from trace_gym.registry import entry, make
 
     env_id = entry(args.env_id).id
-    from trace_gym.seeding import seeds
-
     (seed,) = seeds(args.split, args.seed, args.seed + 1)
     spec = policy_factory(args)
     if args.policy == "random":  # its draws follow the episode's seed
@@ -40,25 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record))
         return 0
+    from trace_gym.render import print_record
+
     print_record(record, f"{args.split} seed {args.seed} ({seed})  policy {args.policy}")
     return 0
-
-
-def print_record(record: dict, heading: str) -> None:
-    """A trajectory record as a person reads it: the env and task, the transcript, the verdict."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from trace_gym.render import render_human
-
-    console = Console()
-    console.print(f"[bold]{record.get('env_id')}[/bold]  {heading}  task {record.get('task_kind')}  "
-                  f"needs {', '.join(record.get('capabilities_needed') or []) or '-'}")
-    render_human(record["messages"])
-    table = Table(title=f"reward {record['reward']:.2f} ({record.get('termination_reason')})")
-    for col in ("check", "passed", "credit", "detail"):
-        table.add_column(col)
-    for check in (record.get("verdict") or {}).get("checks", []):
-        table.add_row(check["name"], "yes" if check["passed"] else "no", f"{check.get('credit', 0.0):.2f}",
-                      check.get("detail", ""))
-    console.print(table)
