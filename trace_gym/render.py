@@ -57,21 +57,3 @@ def render_human(messages: list[Message]) -> None:
         role = m["role"]
         console.print(Panel(Text(printable(message_text(m), keep_newlines=True)), title=_LABEL[role], title_align="left",
                             border_style=_STYLE[role]))
-
-
-def print_record(record: dict, heading: str) -> None:
-    """A trajectory record as a person reads it: the env and task, the transcript, the verdict."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    console.print(f"[bold]{record.get('env_id')}[/bold]  {heading}  task {record.get('task_kind')}  "
-                  f"needs {', '.join(record.get('capabilities_needed') or []) or '-'}")
-    render_human(record["messages"])
-    table = Table(title=f"reward {record['reward']:.2f} ({record.get('termination_reason')})")
-    for col in ("check", "passed", "credit", "detail"):
-        table.add_column(col)
-    for check in (record.get("verdict") or {}).get("checks", []):
-        table.add_row(check["name"], "yes" if check["passed"] else "no", f"{check.get('credit', 0.0):.2f}",
-                      check.get("detail", ""))
-    console.print(table)

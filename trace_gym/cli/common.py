@@ -218,3 +218,23 @@ def bands(args: argparse.Namespace):
     from trace_gym.calibration import Bands
 
     return Bands(**config_values(args, Bands))
+
+
+def print_record(record: dict, heading: str) -> None:
+    """A trajectory record as a person reads it: the env and task, the transcript, the verdict."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from trace_gym.render import render_human
+
+    console = Console()
+    console.print(f"[bold]{record.get('env_id')}[/bold]  {heading}  task {record.get('task_kind')}  "
+                  f"needs {', '.join(record.get('capabilities_needed') or []) or '-'}")
+    render_human(record["messages"])
+    table = Table(title=f"reward {record['reward']:.2f} ({record.get('termination_reason')})")
+    for col in ("check", "passed", "credit", "detail"):
+        table.add_column(col)
+    for check in (record.get("verdict") or {}).get("checks", []):
+        table.add_row(check["name"], "yes" if check["passed"] else "no", f"{check.get('credit', 0.0):.2f}",
+                      check.get("detail", ""))
+    console.print(table)

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record))
         return 0
-    from trace_gym.render import print_record
+    from trace_gym.cli.common import print_record
 
     print_record(record, f"{args.split} seed {args.seed} ({seed})  policy {args.policy}")
     return 0

@@ -21,8 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the record."""
+    from trace_gym.cli.common import print_record
     from trace_gym.errors import InvalidConfig
-    from trace_gym.render import print_record
     from trace_gym.rollout import read_records
     from trace_gym.trajectory import record_problem
 
