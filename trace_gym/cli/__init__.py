@@ -52,8 +52,8 @@ from trace_gym.cli import (
 )
 from trace_gym.errors import TraceGymError
 
-COMMANDS = (list_envs, info, play, view, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze, synthesize,
-            train, compose, pipeline, base_agent)
+COMMANDS = (list_envs, info, play, view, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze,
+            synthesize, train, compose, pipeline, base_agent)
 """Every command module, in the order `trace-gym --help` lists them. Adding a command is one
 module and one entry here."""
 
