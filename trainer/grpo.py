@@ -65,6 +65,7 @@ from trace_gym.errors import InternalError
 from trace_gym.seeding import BANDS, SPLITS, band
 from trace_gym.trainer import distributed
 from trace_gym.trainer.config import GRPOConfig
+from trace_gym.trainer.precision import bf16_update
 
 
 def validation_seeds(n: int) -> list[int]:
@@ -251,26 +252,31 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: G
         batch = distributed.shard(batch, rank, size)
     batch = Batch(batch.sequences, batch.prompt_lengths, batch.old_logp.to(device), batch.trainer_old.to(device),
                   batch.sampled.to(device), batch.advantage.to(device), batch.weight.to(device))
-    precision = torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.autocast())
-    with precision:
-        return _update(model, optimizer, batch, config, params, run)
-
-
-def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: GRPOConfig,
-            params: list[torch.nn.Parameter], run: Callable[..., torch.Tensor]) -> dict[str, float]:
-    ref = None
-    if config.beta > 0:
-        with model.disable_adapter():
-            ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
-    old = batch.old_logp.clone()
-    metrics: dict[str, float] = {}
-    seconds = defaultdict(float)  # where the update's time goes (`time/*`)
+    seconds: dict[str, float] = defaultdict(float)  # where the update's time goes (`time/*`)
     probe = None
     if config.movement:  # in every process, samples or none: its sums are collective
         t0 = time.perf_counter()
         probe = Probe.of(batch, config.movement_samples)
         probe.before = probe.logp(model, run, config.temperature)
         seconds["time/movement_s"] += time.perf_counter() - t0
+    with bf16_update(model, config.autocast()):
+        metrics = _update(model, optimizer, batch, config, params, run, seconds)
+    if probe is not None:
+        t0 = time.perf_counter()
+        metrics.update(probe.movement(model, run, config.temperature))
+        seconds["time/movement_s"] += time.perf_counter() - t0
+    return {**metrics, **seconds}
+
+
+def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: GRPOConfig,
+            params: list[torch.nn.Parameter], run: Callable[..., torch.Tensor], seconds: dict[str, float]
+            ) -> dict[str, float]:
+    ref = None
+    if config.beta > 0:
+        with model.disable_adapter():
+            ref = run(model, batch.sequences, batch.prompt_lengths, temperature=config.temperature)
+    old = batch.old_logp.clone()
+    metrics: dict[str, float] = {}
     model.train()
     for step in range(config.steps_per_batch):
         sums = defaultdict(float)
@@ -313,11 +319,7 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
             }
     optimizer.zero_grad(set_to_none=True)
     model.eval()
-    if probe is not None:
-        t0 = time.perf_counter()
-        metrics.update(probe.movement(model, run, config.temperature))
-        seconds["time/movement_s"] += time.perf_counter() - t0
-    return {**metrics, **seconds}
+    return metrics
 
 
 @dataclass

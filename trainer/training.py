@@ -47,7 +47,12 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
         raise InvalidConfig(f"--base {str(base)!r} is not a model directory (no config.json); build the base agent "
                             "with `trace-gym base-agent build`")
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = load_causal_lm(base, config.torch_dtype()).to(config.torch_device())
+    # On CPU the update's attention is eager: the prefix tree runs many short queries over long
+    # cached prefixes, where torch's flash-attention kernel for CPU is slow, its backward most
+    # (benchmarks/trainer_throughput.py; `trainer.precision` has the update's other half).
+    device = config.torch_device()
+    attention = {"attn_implementation": "eager"} if device == "cpu" else {}
+    model = load_causal_lm(base, config.torch_dtype(), **attention).to(device)
     torch.manual_seed(config.seed)  # LoRA's A is drawn from the global generator
     model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
                                              lora_dropout=config.lora_dropout,
