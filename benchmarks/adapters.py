@@ -64,10 +64,14 @@ def mean(records: list[dict[str, Any]], key: str) -> float:
     return sum(float(r[key]) for r in records) / len(records) if records else float("nan")
 
 
+def checks_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The verdict checks of a record (none where it has no verdict)."""
+    return (record.get("verdict") or {}).get("checks") or []
+
+
 def check_rate(records: list[dict[str, Any]], name: str) -> float:
     """The share of `records` whose verdict passed the check `name` (absent: not passed)."""
-    passed = [any(c["name"] == name and c["passed"] for c in (r.get("verdict") or {}).get("checks") or [])
-              for r in records]
+    passed = [any(c["name"] == name and c["passed"] for c in checks_of(r)) for r in records]
     return sum(passed) / len(passed) if passed else float("nan")
 
 
@@ -182,7 +186,7 @@ def main() -> None:
               f"{goal(f'{name}: success gain on its env', f'{d:+.3f} ({lo:+.3f} to {hi:+.3f})', lo > 0)}); "
               f"reward {mean(before, 'reward'):.3f} -> {mean(after, 'reward'):.3f}, paired {r:+.3f} "
               f"({rlo:+.3f} to {rhi:+.3f})", flush=True)
-        checks = sorted({c["name"] for rec in before + after for c in (rec.get("verdict") or {}).get("checks") or []})
+        checks = sorted({c["name"] for rec in before + after for c in checks_of(rec)})
         print("  checks passed (base -> adapter): " + "; ".join(
             f"{c} {check_rate(before, c):.2f} -> {check_rate(after, c):.2f}" for c in checks), flush=True)
         served_all, others_all = [], []

@@ -3,8 +3,8 @@
 Under `torch.autocast` every matrix product casts its fp32 weight to bf16, and autocast keeps
 the cast only for leaf tensors that require grad: the frozen base weights are cast afresh at
 each call. The shared-prefix update (`trace_gym.agents.prefix`) calls every linear layer once
-per node of its prefix tree and again in the backward pass, so on CPU those casts were a fifth
-of an update's time (10.9 s of 53.6 s on a batch of 42 samples, 50 nodes: SmolLM2-135M).
+per node of its prefix tree and again in the backward pass: in a torch.profiler profile of one
+CPU update (SmolLM2-135M, 42 samples, 50 nodes) those casts were a fifth of its time.
 
 `bf16_update` casts the frozen linear weights to bf16 once for the update's duration and puts
 their fp32 values back after it. Autocast would have rounded them to the same bf16 values, so

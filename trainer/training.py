@@ -47,9 +47,10 @@ def load_model(base: Path, config: GRPOConfig) -> tuple[Any, Any]:
         raise InvalidConfig(f"--base {str(base)!r} is not a model directory (no config.json); build the base agent "
                             "with `trace-gym base-agent build`")
     tokenizer = AutoTokenizer.from_pretrained(base)
-    # On CPU the update's attention is eager: the prefix tree runs many short queries over long
-    # cached prefixes, where torch's flash-attention kernel for CPU is slow, its backward most
-    # (benchmarks/trainer_throughput.py; `trainer.precision` has the update's other half).
+    # On CPU the attention is eager: the update's prefix tree runs many short queries over long
+    # cached prefixes, where a torch.profiler profile of one batch found the flash-attention
+    # kernel for CPU, its backward most, a quarter of the update (`trainer.precision` has the
+    # other cost it found; benchmarks/trainer_throughput.py prints the iteration's split).
     device = config.torch_device()
     attention = {"attn_implementation": "eager"} if device == "cpu" else {}
     model = load_causal_lm(base, config.torch_dtype(), **attention).to(device)
