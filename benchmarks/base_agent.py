@@ -77,6 +77,11 @@ import fastjsonschema
 
 import trace_gym  # noqa: F401
 from trace_gym.messages import INVALID_TOOL_CALL
+from trace_gym.pipeline.contract import RunConfig
+from trace_gym.pipeline.stages.analysis import AnalysisTable
+from trace_gym.pipeline.stages.base_agent import BaseAgentTable
+from trace_gym.pipeline.stages.eval import EvalTable
+from trace_gym.pipeline.stages.rollouts import RolloutTable
 from trace_gym.seeding import SPLITS
 
 TARGETS = ("trace/airline-v0", "trace/retail-v0")
@@ -129,8 +134,8 @@ class Setup:
     """What every section reads: the arguments, the run configuration, the agent, the policies."""
 
     args: argparse.Namespace
-    pipeline: dict[str, Any]
-    """The config's pipeline tables, defaults filled in (`trace_gym.pipeline.config.load`)."""
+    pipeline: RunConfig
+    """The run configuration, defaults filled in (`trace_gym.pipeline.config.load`)."""
     train: Any
     """The config's `[train]` table (a GRPOConfig)."""
     model: Path | None = None
@@ -316,12 +321,12 @@ def section_build(s: Setup, episodes: int | None = None, keep: str | None = None
 
     from trace_gym.agents.hardware import native_bf16
 
-    args, agent = s.args, s.pipeline["base_agent"]
+    args, agent = s.args, s.pipeline.table(BaseAgentTable).values()
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TRACE_GYM_HOME": home}
         command = [sys.executable, "-m", "trace_gym.cli", "base-agent", "build", "--quiet", "--config", s.config,
                    "--from", agent["source"], "--weak-kinds", ",".join(agent["weak_kinds"]),
-                   "--seed", str(s.pipeline["pipeline"]["seed"])]
+                   "--seed", str(s.pipeline.seed)]
         if episodes is not None:
             command += ["--episodes", str(episodes)]
         if args.threads:
@@ -359,7 +364,7 @@ def target_figures(s: Setup, env_id: str, seeds: int) -> dict[str, Any]:
     from trace_gym.driver import Episode
 
     args = s.args
-    policy = s.policy(0.0, s.pipeline["eval"]["max_new_tokens"])
+    policy = s.policy(0.0, s.pipeline.table(EvalTable).max_new_tokens)
     knobs = s.knobs(env_id)
     episodes = [Episode(SPLITS["test"].start + i) for i in range(seeds)]
     start, cpu = time.perf_counter(), time.process_time()
@@ -462,7 +467,8 @@ def section_kv(s: Setup) -> None:
         episodes = [Episode(SPLITS["test"].start + 500 + i) for i in range(args.kv_episodes)]
         results = {}
         for reuse in (True, False):
-            policy = LocalModelPolicy(s.model, temperature=0.0, max_new_tokens=s.pipeline["eval"]["max_new_tokens"],
+            policy = LocalModelPolicy(s.model, temperature=0.0,
+                                      max_new_tokens=s.pipeline.table(EvalTable).max_new_tokens,
                                       threads=args.threads, kv_reuse=reuse)
             start, cpu = time.perf_counter(), time.process_time()
             records, _ = play(policy, env_id, episodes, s.knobs(env_id), args.kv_episodes)
@@ -487,7 +493,7 @@ def section_weak(s: Setup) -> None:
     if not s.weak:
         print("weak: the agent has no weak kinds (built with --weak-kinds ''; see --weak-kinds)", flush=True)
         return
-    policy = s.policy(0.0, s.pipeline["eval"]["max_new_tokens"])
+    policy = s.policy(0.0, s.pipeline.table(EvalTable).max_new_tokens)
     groups: dict[str, list[dict[str, Any]]] = {"weak": [], "other": []}
     per_target = args.weak_episodes // len(TARGETS)
     start = time.perf_counter()
@@ -563,7 +569,8 @@ def section_analysis(s: Setup) -> None:
     from trace_gym.registry import list_envs
     from trace_gym.seeding import band
 
-    args, rollout, section = s.args, s.pipeline["rollout"], s.pipeline["analysis"]
+    args = s.args
+    rollout, section = s.pipeline.table(RolloutTable).values(), s.pipeline.table(AnalysisTable).values()
     count = args.analysis_episodes if args.analysis_episodes is not None else rollout["episodes"]
     if section["labeller"] != "programmatic":
         print(f"analysis: the config's labeller is {section['labeller']!r}; this benchmark runs the programmatic one")
@@ -658,7 +665,7 @@ def main() -> None:
     print(f"local policies: engine {args.engine}, tool calls {'constrained' if args.constrain_calls else 'free'}, "
           f"{placement('auto', args.threads).describe()}, {args.in_flight} episodes in flight")
     print(f"config {args.config}: trainer's temperature {s.train.temperature}, max_new_tokens "
-          f"{s.train.max_new_tokens}; targets' max_new_tokens {s.pipeline['eval']['max_new_tokens']}", flush=True)
+          f"{s.train.max_new_tokens}; targets' max_new_tokens {s.pipeline.table(EvalTable).max_new_tokens}", flush=True)
     s.model = Path(args.model) if args.model else None
     if sections == ["scaling"]:  # builds its own agents
         section_scaling(s)

@@ -29,6 +29,9 @@ from pathlib import Path
 
 def main() -> None:
     from trace_gym.pipeline.run import run_pipeline
+    from trace_gym.pipeline.stages.baselines import STAGE as BASELINES
+    from trace_gym.pipeline.stages.eval import STAGE as EVAL
+    from trace_gym.pipeline.stages.train import STAGE as TRAIN
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", help="run configuration: a path, or a shipped one by name (default: embedded)")
@@ -57,16 +60,18 @@ def main() -> None:
                                                       "gepa_model": args.gepa_model,
                                                       "gepa_max_metric_calls": gepa_calls},
                                         "eval": {"seeds": args.seeds}})
-        if state.get("gepa_note"):
-            print(state["gepa_note"])
-        table, targets = state["eval"]["table"], state["config"]["pipeline"]["targets"]
-        episodes = sum(a["episodes"] for a in state["adapters"].values())
+        note = state.get(BASELINES).note
+        if note:
+            print(note)
+        evaluation, targets = state.get(EVAL), state.config.targets
+        table = {label: {t: cell.to_json() for t, cell in row.items()} for label, row in evaluation.table.items()}
+        episodes = sum(a.episodes for a in state.get(TRAIN).adapters.values())
         print(f"\n== adapters trained {iterations} iterations ({episodes} training episodes in all; direct GRPO the "
               f"same per target) ==", flush=True)
         for target in targets:
             short = target.split("/")[1]
             print(f"{target}:")
-            for label in state["eval"]["order"]:
+            for label in evaluation.order:
                 cell = table[label][target]
                 print(f"  {label:>40}: {cell['pass_rate']:.3f} [{cell['ci95'][0]:.3f}, {cell['ci95'][1]:.3f}]")
             singles = {k: v[target]["pass_rate"] for k, v in table.items() if k.startswith("adapter ")}

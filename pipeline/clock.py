@@ -1,7 +1,7 @@
 """The pipeline's progress in time: the stage under way, for how long, and about how long is
-left, from `trace_gym.pipeline.plan`'s estimates (this machine's measured rates). On a
-terminal the live display shows it; elsewhere (a CI log, a file) a line is written every
-`every` seconds while a stage runs, besides the line that starts and ends each stage.
+left, from the stages' estimates (this machine's measured rates). On a terminal the live
+display shows it; elsewhere (a CI log, a file) a line is written every `every` seconds while
+a stage runs, besides the line that starts and ends each stage.
 
 The clock only reports: nothing a run computes depends on it.
 """
@@ -13,20 +13,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# the pipeline's stages -> the plan's line that estimates them (None: no model, seconds)
-PLANNED = {"base_agent": "base_agent", "rollouts": "rollouts", "analysis": None, "envs": None, "audit": None,
-           "calibrate": "calibrate", "train": "train", "compose": "compose", "eval": "eval", "report": None}
+from trace_gym.pipeline.contract import RunConfig, Stage
 
 
-def estimates(config: dict[str, Any]) -> dict[str, float | None]:
+def estimates(config: RunConfig, stages: list[Stage[Any, Any]]) -> dict[str, float | None]:
     """Seconds each stage should take here (0 for those that play nothing, None where this
-    machine has no measured rate)."""
-    from trace_gym.pipeline.plan import plan
-
-    by_line = {step.stage: step.seconds for step in plan(config)}
-    out = {stage: (by_line.get(line) if line else 0.0) for stage, line in PLANNED.items()}
-    if "gepa" in by_line and out["train"] is not None:  # the baselines run within the train step
-        out["train"] = None if by_line["gepa"] is None else out["train"] + by_line["gepa"]
+    machine has no measured rate), then the report's 0."""
+    out: dict[str, float | None] = {}
+    for i, stage in enumerate(stages):
+        seconds = [step.seconds for step in stage.estimate(config, stages[:i])]
+        out[stage.name] = None if None in seconds else float(sum(s for s in seconds if s is not None))
+    out["report"] = 0.0
     return out
 
 
@@ -40,7 +37,7 @@ class Clock:
     def __init__(self, estimate: dict[str, float | None], say: Callable[[str], None], every: float = 60.0,
                  ticking: bool = True) -> None:
         self.estimate, self.say, self.every = estimate, say, every
-        self.order = list(PLANNED)
+        self.order = list(estimate)
         self.stage: str | None = None
         self.since = time.monotonic()
         self._stop = threading.Event()
@@ -51,7 +48,7 @@ class Clock:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trace_gym.errors import InvalidConfig
 
@@ -43,7 +43,7 @@ def endpoint_lm(base_url: str, model: str, api_key: str = "EMPTY", timeout: floa
 
     def complete(prompt: str | list[dict[str, Any]]) -> str:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        return client.chat.completions.create(model=model, messages=messages,
+        return client.chat.completions.create(model=model, messages=cast(Any, messages),  # OpenAI's message types
                                               temperature=0.7).choices[0].message.content or ""
 
     return complete

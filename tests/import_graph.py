@@ -16,13 +16,24 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+def _folder(package: str, folders: dict[str, str]) -> str:
+    """A package's folder as setuptools finds it: its nearest mapped ancestor's folder and the
+    rest of its name (`trace_gym.pipeline.stages` -> pipeline/stages)."""
+    parts = package.split(".")
+    for i in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:i])
+        if prefix in folders:
+            return "/".join([folders[prefix], *parts[i:]])
+    return package.replace(".", "/")
+
+
 def module_files(repo: Path) -> dict[str, Path]:
     """Every module of the distribution's packages (pyproject's list and folders): name -> file."""
     setup = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = setup.get("package-dir", {})
     out: dict[str, Path] = {}
     for package in setup["packages"]:
-        folder = repo / folders.get(package, package.replace(".", "/"))
+        folder = repo / _folder(package, folders)
         for path in sorted(folder.glob("*.py")):
             out[package if path.name == "__init__.py" else f"{package}.{path.stem}"] = path
     return out

@@ -81,7 +81,11 @@ def test_one_function_decides_where_an_env_runs(tmp_path, monkeypatch):
     with pytest.raises(TraceGymError, match="no passing audit"):
         check_env_allowed("trace/unaudited-v0", allow_unaudited=False)
 
-    from trace_gym.pipeline.stages import audit
+    from trace_gym.pipeline.contract import Run, State
+    from trace_gym.pipeline.stages import audit, envs
 
-    chosen = {"envs": [{"env_id": "trace/unaudited-v0"}, {"env_id": "trace/precondition_verification-v0"}]}
-    assert [e["env_id"] for e in audit({}, chosen, tmp_path)["trainable"]] == ["trace/precondition_verification-v0"]
+    chosen = envs.Envs([envs.ChosenEnv("c", "trace/unaudited-v0", "synthesized"),
+                        envs.ChosenEnv("precondition_verification", "trace/precondition_verification-v0", "shipped")], [])
+    state = State(None, Run(tmp_path, log=lambda m: None), records={"envs": chosen})  # type: ignore[arg-type]
+    trainable = audit.STAGE.run(tmp_path, state).trainable
+    assert [e.env_id for e in trainable] == ["trace/precondition_verification-v0"]

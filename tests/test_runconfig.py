@@ -28,7 +28,7 @@ def test_an_env_without_knobs_gets_none(tmp_path):
     assert env_knobs(path, "trace/airline-v0") == {"max_requests": 1}
 
 
-@pytest.mark.parametrize("text, match", [("[env_knobs\n", "not valid TOML"), ("[trainer]\nlr = 1\n", "unknown section"),
+@pytest.mark.parametrize("text, match", [("[env_knobs\n", "not valid TOML"),
                                          ('[env_knobs]\n"trace/airline-v0" = 3\n', "must be a table")])
 def test_malformed_configurations_are_refused(tmp_path, text, match):
     path = tmp_path / "bad.toml"
@@ -37,6 +37,18 @@ def test_malformed_configurations_are_refused(tmp_path, text, match):
         load(path)
     with pytest.raises(InvalidConfig, match="no run configuration"):
         load(tmp_path / "missing.toml")
+
+
+def test_a_table_no_stage_has_is_refused_by_every_command_that_takes_a_config(tmp_path, capsys):
+    from trace_gym.cli import main
+
+    path = tmp_path / "bad.toml"
+    path.write_text("[trian]\nlr = 1\n")
+    for argv in (["train", "--env", "trace/precondition_verification-v0", "--out", str(tmp_path / "o"), "--config",
+                  str(path)],
+                 ["pipeline", "--dry-run", "--config", str(path)]):
+        assert main(argv) == 2
+        assert f"{path}: unknown table(s) ['trian']; allowed: pipeline, base_agent" in capsys.readouterr().err
 
 
 def test_shipped_configurations_are_found_by_name_and_unknown_names_refused(tmp_path):
@@ -66,7 +78,9 @@ def test_the_embedded_config_is_the_base_agents_and_the_trainers_recipe(tmp_path
     assert default_agent_dir() == default_out(recipe)
     assert embedded_recipe(episodes=3).episodes == 3
     assert GRPOConfig.from_toml("embedded").backend == load("embedded")["train"]["backend"]
-    section = {k: v for k, v in pipeline_load("embedded")["base_agent"].items() if k != "fixture"}
+    from trace_gym.pipeline.stages.base_agent import BaseAgentTable
+
+    section = pipeline_load("embedded").table(BaseAgentTable).recipe
     assert BaseAgentConfig.from_table(section, seed=0) == recipe  # what the pipeline's first stage builds
     other = tmp_path / "other.toml"
     other.write_text('[base_agent]\nepisodes = 5\nweak_kinds = ["baggage"]\n')
@@ -141,7 +155,9 @@ def test_the_embedded_prompt_style_is_set_in_one_place(monkeypatch):
     from trace_gym import runconfig
     from trace_gym.baseagent.build import BaseAgentConfig
     from trace_gym.baseagent.scratch import TinyAgentConfig
-    from trace_gym.pipeline.config import knobs
+    from dataclasses import replace
+
+    from trace_gym.pipeline.config import load as pipeline_load
     from trace_gym.trainer import GRPOConfig
 
     monkeypatch.setattr(runconfig, "EMBEDDED_PROMPT_STYLE", "full")
@@ -149,11 +165,11 @@ def test_the_embedded_prompt_style_is_set_in_one_place(monkeypatch):
         "trainer": GRPOConfig().env_kwargs["prompt_style"],
         "pretrained recipe": BaseAgentConfig().env_kwargs["prompt_style"],
         "scratch recipe": TinyAgentConfig().env_kwargs["prompt_style"],
-        "pipeline": knobs({"env_knobs": {}}, "trace/retail-v0")["prompt_style"],
+        "pipeline": replace(pipeline_load(), env_knobs={}).knobs("trace/retail-v0")["prompt_style"],
     }
     assert styles == dict.fromkeys(styles, "full")
-    assert knobs({"env_knobs": {"trace/retail-v0": {"prompt_style": "compact"}}}, "trace/retail-v0") == {
-        "prompt_style": "compact"}
+    given = replace(pipeline_load(), env_knobs={"trace/retail-v0": {"prompt_style": "compact"}})
+    assert given.knobs("trace/retail-v0") == {"prompt_style": "compact"}
 
 
 def test_the_knobs_before_the_miniature_still_make_a_recipe_and_targets():

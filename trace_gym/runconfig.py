@@ -22,15 +22,11 @@ EMBEDDED_PROMPT_STYLE = "compact"
 texts (`policy_compact.md`) that a 135M model's context holds. Every default that plays
 the embedded agent takes it from here (`embedded_knobs`); `gym.make` keeps "full"."""
 
-SECTIONS = ("pipeline", "base_agent", "rollout", "analysis", "synthesis", "calibrate", "train", "compose", "eval",
-            "baselines", "env_knobs", "budgets")
-"""The tables a run configuration may hold: one per stage of `trace-gym pipeline` (checked
-key by key there), `train` (a GRPOConfig, also read by `trace-gym train`) and `env_knobs`."""
-
-
 def load(path: str | Path) -> dict[str, Any]:
-    """The run configuration at `path` (or the shipped one of that name), its tables checked:
-    the one TOML reader of every step."""
+    """The run configuration at `path` (or the shipped one of that name), its `env_knobs`
+    checked: the one TOML reader of every step. Which tables a file may hold is the
+    pipeline's to say (its stages declare them: `trace_gym.pipeline.config.check_tables`,
+    which every command that takes `--config` runs); each reader checks the keys of its own."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: its backport, a dependency there
@@ -51,9 +47,6 @@ def load(path: str | Path) -> dict[str, Any]:
                             f"{hint}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - set(SECTIONS))
-    if unknown:
-        raise InvalidConfig(f"{path}: unknown section(s) {unknown}; allowed: {', '.join(SECTIONS)}")
     for env_id, knobs in data.get("env_knobs", {}).items():
         if not isinstance(knobs, dict):
             raise InvalidConfig(f"{path}: env_knobs.{env_id!r} must be a table of knobs")

@@ -108,6 +108,16 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+def check_run_config(path: str) -> None:
+    """Refuse a run configuration that holds a table no stage has (a misspelt `[trian]` would
+    otherwise leave the trainer at its defaults without a word)."""
+    from trace_gym import runconfig
+    from trace_gym.pipeline.config import check_tables
+    from trace_gym.resources import config_path
+
+    check_tables(runconfig.load(path), config_path(path))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command the arguments name; its exit code: 2 with one line on a bad input or a
     missing extra, 130 after Ctrl-C, 141 when the output's reader went away, never a traceback
@@ -122,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
         args = build_parser(only=chosen).parse_args(argv)
+        if getattr(args, "config", None):
+            check_run_config(args.config)
         return args.run(args)
     except TraceGymError as exc:
         print(f"trace-gym: error: {exc}", file=sys.stderr)

@@ -108,11 +108,13 @@ def _flag_fields(cls: type, only: Collection[str] | None, skip: Collection[str])
 
 def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
                      only: Collection[str] | None = None, skip: Collection[str] = (),
-                     flags: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None) -> None:
+                     flags: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None,
+                     prefix: str = "") -> None:
     """Add a flag for each field of the dataclass `cls` that a flag can carry (numbers,
     strings, booleans, tuples of one of these), `only` those named or all but `skip`.
     `flags` renames a field's flag (`{"source": "--from"}`); `defaults` names the default
-    the help text shows where the command's differs from the dataclass's."""
+    the help text shows where the command's differs from the dataclass's; `prefix` puts a
+    word before every flag (`--rollout-episodes`), for several dataclasses on one command."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for f in _flag_fields(cls, only, skip):
@@ -129,16 +131,23 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
             default = None
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else "none" if default is None else default
         text = f"{docs[f.name]} (default: {shown})".lstrip().replace("%", "%%")
-        name = (flags or {}).get(f.name, flag_name(f.name))
+        name = (flags or {}).get(f.name, flag_name(f"{prefix}_{f.name}" if prefix else f.name))
+        dest = _dest(f.name, prefix)
         if parse is bool:
-            parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+            parser.add_argument(name, dest=dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
                                 help=text)
         else:
-            parser.add_argument(name, dest=f.name, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=text)
+            parser.add_argument(name, dest=dest, type=parse, metavar=metavar, default=argparse.SUPPRESS, help=text)
+
+
+def _dest(field_name: str, prefix: str) -> str:
+    """Where a field's flag lands in the namespace (prefixed ones apart from unprefixed)."""
+    return f"{prefix}__{field_name}" if prefix else field_name
 
 
 def config_values(args: argparse.Namespace, cls: type, *, only: Collection[str] | None = None,
-                  skip: Collection[str] = ()) -> dict[str, Any]:
+                  skip: Collection[str] = (), prefix: str = "") -> dict[str, Any]:
     """The fields of `cls` that the command line set (a flag left out is absent)."""
     given = vars(args)
-    return {f.name: given[f.name] for f in _flag_fields(cls, only, skip) if f.name in given}
+    return {f.name: given[_dest(f.name, prefix)] for f in _flag_fields(cls, only, skip)
+            if _dest(f.name, prefix) in given}

@@ -26,6 +26,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="check the configuration and print each stage's work and "
                    "its estimated time from the rates this machine has measured; loads no model")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    from trace_gym.cli.flags import add_config_flags
+    from trace_gym.pipeline.config import stage_tables
+
+    for name, table in stage_tables().items():  # each stage's table, as the configuration's [TABLE] keys
+        add_config_flags(p.add_argument_group(f"[{name}] (over the configuration's table)"), table, prefix=name)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    """The stage tables' keys the command line set, table by table."""
+    from trace_gym.cli.flags import config_values
+    from trace_gym.pipeline.config import stage_tables
+
+    out = {name: config_values(args, table, prefix=name) for name, table in stage_tables().items()}
+    return {name: values for name, values in out.items() if values}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,12 +47,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from trace_gym.pipeline.plan import dry_run
 
-        print(dry_run(args.config, args.budget, domain=args.domain))
+        print(dry_run(args.config, args.budget, domain=args.domain, overrides=overrides(args)))
         return 0
     from trace_gym.pipeline.run import main_table, run_pipeline
 
     state = run_pipeline(args.config, Path(args.out), args.budget, log=(lambda m: None) if args.quiet else None,
-                         domain=args.domain)
+                         domain=args.domain, overrides=overrides(args))
     print(main_table(state))
-    print(f"report: {state['report']['markdown']} and {state['report']['html']}")
+    print(f"report: {state.report['markdown']} and {state.report['html']}")
     return 0

@@ -15,6 +15,10 @@ import pytest
 
 from tests.conftest import REPO
 from trace_gym.evaluation import bootstrap_interval
+from trace_gym.pipeline.stages.baselines import STAGE as BASELINES
+from trace_gym.pipeline.stages.compose import STAGE as COMPOSE
+from trace_gym.pipeline.stages.eval import STAGE as EVAL
+from trace_gym.pipeline.stages.train import STAGE as TRAIN
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -143,12 +147,12 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     assert "## Final evaluation" in report and (tmp_path / "whole" / "report.html").is_file()
     assert "| trace/airline-v0 | compound_rate | 0.000 | 0.300 |" in report  # a knob of the miniature, named
     assert "| trace/retail-v0 | opening | given | ask |" in report  # the embedded default's miniature of both
-    assert whole["adapters"] and whole["compose"] is not None
-    assert set(whole["eval"]["order"]) >= {"base", "router", "mixture"}
+    assert whole.get(TRAIN).adapters and whole.find(COMPOSE) is not None
+    assert set(whole.get(EVAL).order) >= {"base", "router", "mixture"}
 
     # the report's final table is recomputed, cell by cell, from the run directory's records
-    targets = whole["config"]["pipeline"]["targets"]
-    assert _final_table(report, targets) == _table_from_records(tmp_path / "whole", whole["eval"]["order"], targets)
+    targets = list(whole.config.targets)
+    assert _final_table(report, targets) == _table_from_records(tmp_path / "whole", whole.get(EVAL).order, targets)
 
     # the answer comes first: the mixture against the base on each target, paired by seed
     assert report.startswith("# trace-gym pipeline report\n\n## The answer\n")
@@ -174,7 +178,7 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     # a second run reuses every stage
     again_start = time.perf_counter()
     again = _run(config, tmp_path / "whole")
-    assert set(again["skipped"]) == set(again["seconds"]) and time.perf_counter() - again_start < 60
+    assert set(again.run.skipped) == set(again.run.seconds) and time.perf_counter() - again_start < 60
 
     # a target's code changes: the stages that play it run again, the others are reused
     from trace_gym import registry
@@ -183,13 +187,13 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
     with monkeypatch.context() as m:
         m.setattr(registry, "env_sha256", lambda env_id: real_sha(env_id) + ("x" if env_id in targets else ""))
         changed = _run(config, tmp_path / "whole")
-    assert {"rollouts", "eval"} <= set(changed["seconds"]) - set(changed["skipped"])
-    assert "base_agent" in changed["skipped"]
+    assert {"rollouts", "eval"} <= set(changed.run.seconds) - set(changed.run.skipped)
+    assert "base_agent" in changed.run.skipped
 
     # killed during adapter training, then run again: the same adapters and table
-    from trace_gym.pipeline import stages
+    from trace_gym.pipeline.stages import train as train_stage
 
-    real_train = stages.train
+    real_train = train_stage.train_adapter
     calls = []
 
     def killed(config_, agent, env_id, directory, **overrides):
@@ -213,23 +217,23 @@ def test_the_pipeline_runs_resumes_and_reports_its_records(tmp_path, monkeypatch
                 monkeypatch.setattr(trainer, "train", original)
         return real_train(config_, agent, env_id, directory, **overrides)
 
-    monkeypatch.setattr(stages, "train", killed)
+    monkeypatch.setattr(train_stage, "train_adapter", killed)
     with pytest.raises(KeyboardInterrupt):
         _run(config, tmp_path / "killed")
-    monkeypatch.setattr(stages, "train", real_train)
+    monkeypatch.setattr(train_stage, "train_adapter", real_train)
     resumed = _run(config, tmp_path / "killed")
-    assert {e: _digest(a["adapter"]) for e, a in resumed["adapters"].items()} == \
-        {e: _digest(a["adapter"]) for e, a in whole["adapters"].items()}
-    strip = lambda t: {k: {e: {x: v for x, v in c.items() if x != "records"} for e, c in r.items()}
+    assert {e: _digest(a.adapter) for e, a in resumed.get(TRAIN).adapters.items()} == \
+        {e: _digest(a.adapter) for e, a in whole.get(TRAIN).adapters.items()}
+    strip = lambda t: {k: {e: {x: v for x, v in c.to_json().items() if x != "records"} for e, c in r.items()}
                        for k, r in t.items()}
-    assert strip(resumed["eval"]["table"]) == strip(whole["eval"]["table"])
+    assert strip(resumed.get(EVAL).table) == strip(whole.get(EVAL).table)
     assert time.perf_counter() - started < 600
 
 
 def test_a_stage_reruns_afresh_when_its_inputs_change_and_resumes_when_killed(tmp_path):
     """A killed stage finds its partial work under the same inputs; changed inputs start it
     afresh (its parts would refuse the new settings) instead of stopping the run."""
-    from trace_gym.pipeline.stages import Run
+    from trace_gym.pipeline.contract import Run
 
     run = Run(tmp_path, log=lambda m: None)
     seen = []
@@ -252,24 +256,25 @@ def test_a_stage_reruns_afresh_when_its_inputs_change_and_resumes_when_killed(tm
 
 def test_the_answer_says_better_worse_or_no_difference_from_the_paired_interval(tmp_path):
     from trace_gym.pipeline.report import headline, markdown
+    from trace_gym.pipeline.stages.eval import Cell, Evaluation
 
     def records(name, passes):
         path = tmp_path / name
         path.write_text("".join(json.dumps({"seed": 7 + i, "passed": bool(v)}) + "\n" for i, v in enumerate(passes)))
-        return {"pass_rate": sum(passes) / len(passes), "records": str(path)}
+        return Cell(sum(passes) / len(passes), [0.0, 1.0], len(passes), 0.0, str(path))
 
     target = "trace/airline-v0"
-    state = {"eval": {"seeds": 16, "table": {}}, "config": {"pipeline": {"targets": [target]}}}
+    result = Evaluation({}, [], 16)
     for mixture, base, word in (([1, 1, 1, 0] * 4, [1, 0, 0, 0] * 4, "better"),
                                 ([0] * 16, [1, 1, 1, 0] * 4, "worse"),
                                 ([1, 0] * 8, [0, 1] * 8, "no detectable difference")):
-        state["eval"]["table"] = {"base": {target: records("base.jsonl", base)},
-                                  "mixture": {target: records("mixture.jsonl", mixture)}}
-        text = markdown(headline(state))
+        result.table = {"base": {target: records("base.jsonl", base)},
+                        "mixture": {target: records("mixture.jsonl", mixture)}}
+        text = markdown(headline(result, [target]))
         assert text.startswith("## The answer") and f"airline-v0 vs base: {word} (" in text
         assert f"| {target} | mixture vs base |" in text and text.rstrip().endswith(f"| {word} |")
-    state["eval"]["table"] = {"base": {target: records("base.jsonl", [1] * 16)}}
-    assert "cannot say whether the method helps" in markdown(headline(state))
+    result.table = {"base": {target: records("base.jsonl", [1] * 16)}}
+    assert "cannot say whether the method helps" in markdown(headline(result, [target]))
 
 
 @pytest.mark.slow
@@ -283,17 +288,18 @@ def test_the_gepa_baseline_adds_a_row_or_says_why_not(tmp_path):
     with FakeServer(lambda body: ("ok", {"content": "```\nLook up every record first.\n```"})) as server:
         state = _run(config, tmp_path / "run", overrides={"baselines": {**gepa, "gepa_base_url": server.url}})
     assert server.requests and server.requests[0]["model"] == "reflector"
-    targets = state["config"]["pipeline"]["targets"]
-    assert set(state["gepa"]) == set(targets) and "GEPA" in state["eval"]["order"]
+    targets = state.config.targets
+    gepa_runs, table = state.get(BASELINES).gepa, state.get(EVAL).table
+    assert set(gepa_runs) == set(targets) and "GEPA" in state.get(EVAL).order
     for target in targets:  # the GEPA row played the target with its instructions, the base row without
-        gepa_records = Path(state["eval"]["table"]["GEPA"][target]["records"]).read_text().splitlines()
-        base_records = Path(state["eval"]["table"]["base"][target]["records"]).read_text().splitlines()
+        gepa_records = Path(table["GEPA"][target].records).read_text().splitlines()
+        base_records = Path(table["base"][target].records).read_text().splitlines()
         knobs = json.loads(gepa_records[0])["run"]["env_kwargs"]
-        assert knobs["agent_instructions"] == state["gepa"][target]["instructions"]
+        assert knobs["agent_instructions"] == gepa_runs[target].instructions
         assert "agent_instructions" not in json.loads(base_records[0])["run"]["env_kwargs"]
     report = (tmp_path / "run" / "report.md").read_text()
     assert "mixture vs GEPA" in report.split("## The answer", 1)[1].split("\n## ", 1)[0]
 
     state = _run(config, tmp_path / "run", overrides={"baselines": {**gepa, "gepa_base_url": ""}})
-    assert "GEPA" not in state["eval"]["order"] and "rollouts" in state["skipped"]
+    assert "GEPA" not in state.get(EVAL).order and "rollouts" in state.run.skipped
     assert "gepa_base_url names no reflection model" in (tmp_path / "run" / "report.md").read_text()

@@ -89,9 +89,10 @@ def test_the_dry_run_loads_no_model_and_the_cli_prints_it(tmp_path):
 def test_the_clock_says_what_is_left_and_writes_a_line_a_minute_without_a_terminal():
     import threading
 
-    from trace_gym.pipeline.clock import PLANNED, Clock
+    from trace_gym.pipeline.clock import Clock
+    from trace_gym.pipeline.stages import STAGES
 
-    estimate = dict.fromkeys(PLANNED, 0.0) | {"rollouts": 600.0, "train": None, "eval": 1200.0}
+    estimate = dict.fromkeys((s.name for s in STAGES), 0.0) | {"rollouts": 600.0, "train": None, "eval": 1200.0}
     lines, ticked = [], threading.Event()
 
     def say(line):
