@@ -104,7 +104,7 @@ class BaseAgentConfig:
     as often as the targets' default, a distractor record beside each."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
         require(self, "seed", isinstance(self.seed, int) and self.seed >= 0, "must be an integer >= 0")

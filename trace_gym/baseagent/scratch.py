@@ -96,7 +96,7 @@ class TinyAgentConfig:
     """How the demonstration episodes are drawn (target env knobs)."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         require(self, "preset", self.preset in PRESETS, f"allowed: {', '.join(PRESETS)}")
         require(self, "episodes", isinstance(self.episodes, int) and 1 <= self.episodes <= 100_000, "must be in 1..100000")

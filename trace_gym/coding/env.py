@@ -39,11 +39,11 @@ from trace_gym.coding.repo import AWAY_SHARE, CodingTask, generate
 from trace_gym.coding.tools import RUNS, TOOLS, tool_names
 from trace_gym.coding.verify import verify_fix
 from trace_gym.coding.workspace import Repo
-from trace_gym.config import require
 from trace_gym.env import Episode, NewEpisode, TraceEnv
 from trace_gym.rng import Rng
 from trace_gym.seeding import split_of
 from trace_gym.tools import Toolset
+from trace_gym.validation import require
 from trace_gym.verdict import Verdict
 from trace_gym.worlds.domain import PROMPT_STYLES
 

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trace_gym import capabilities as cap
-from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
 from trace_gym.tools import ToolKind, Toolset
+from trace_gym.validation import require
 
 PROMPT_STYLES = ("full", "compact")
 """System prompt styles: the full policy ("full") or the short one for tiny models ("compact")."""
