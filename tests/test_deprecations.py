@@ -11,6 +11,10 @@ import pytest
 RENAMED = [
     # (old module, old name, new module, new name)
     ("trace_gym.config", "require", "trace_gym.validation", "require"),
+    ("trace_gym.tools_common", "calculate_tool", "trace_gym.worlds.generic_tools", "calculate_tool"),
+    ("trace_gym.tools_common", "transfer_tool", "trace_gym.worlds.generic_tools", "transfer_tool"),
+    ("trace_gym.tools_common", "evaluate_arithmetic", "trace_gym.worlds.generic_tools", "evaluate_arithmetic"),
+    ("trace_gym.tools_common", "TRANSFER_MESSAGE", "trace_gym.worlds.generic_tools", "TRANSFER_MESSAGE"),
 ]
 
 
