@@ -10,6 +10,10 @@ import pytest
 
 RENAMED = [
     # (old module, old name, new module, new name)
+    ("trace_gym.capability", "CapabilityEnv", "trace_gym.capability_env", "CapabilityEnv"),
+    ("trace_gym.capability", "CapabilityConfig", "trace_gym.capability_env", "CapabilityConfig"),
+    ("trace_gym.capability", "final_reply", "trace_gym.capability_env", "final_reply"),
+    ("trace_gym.capability", "DOMAIN_TOOLS", "trace_gym.capability_env", "DOMAIN_TOOLS"),
     ("trace_gym.config", "require", "trace_gym.validation", "require"),
     ("trace_gym.tools_common", "calculate_tool", "trace_gym.worlds.generic_tools", "calculate_tool"),
     ("trace_gym.tools_common", "transfer_tool", "trace_gym.worlds.generic_tools", "transfer_tool"),
@@ -44,3 +48,21 @@ def test_a_from_import_of_an_old_name_warns():
     from trace_gym.validation import require as new
 
     assert require is new
+
+
+def test_a_generated_env_written_against_an_old_module_still_passes_the_static_audit():
+    from trace_gym.audit.static import check_source
+
+    assert check_source("from trace_gym.capability import CapabilityEnv, final_reply\n") == []
+    assert check_source("import trace_gym.capability as c\nx = c.CapabilityEnv\n") == []
+    refused = check_source("from trace_gym.capability import dataclass\n")
+    assert [f.rule for f in refused] == ["reach"]
+
+
+def test_the_synthesis_prompt_names_only_the_new_modules():
+    from trace_gym.audit.static import DEPRECATED_MODULES
+    from trace_gym.synthesis.prompt import CONTRACT, audit_rules
+
+    text = CONTRACT + audit_rules()
+    for old, new in DEPRECATED_MODULES.items():
+        assert new in text and f"{old}," not in text and f"{old}." not in text

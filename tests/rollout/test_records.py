@@ -145,7 +145,7 @@ def test_the_env_sha256_covers_the_trace_gym_modules_the_env_imports(monkeypatch
 
     module = REPO / "generated_envs" / "tool_calling_precision.py"
     imported = provenance.closure(provenance.imported_modules(module.read_text()))
-    assert {"trace_gym.capability", "trace_gym.env", "trace_gym.tools", "trace_gym.worlds.world",
+    assert {"trace_gym.capability_env", "trace_gym.env", "trace_gym.tools", "trace_gym.worlds.world",
             "trace_gym.worlds.airline.tools"} <= set(imported)
     assert not {"trace_gym.registry", "trace_gym.audit", "trace_gym.rollout", "trace_gym.cli"} & set(imported)
     before = provenance.env_code_sha256(module)
