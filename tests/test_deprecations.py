@@ -15,6 +15,7 @@ RENAMED = [
     ("trace_gym.capability", "final_reply", "trace_gym.capability_env", "final_reply"),
     ("trace_gym.capability", "DOMAIN_TOOLS", "trace_gym.capability_env", "DOMAIN_TOOLS"),
     ("trace_gym.config", "require", "trace_gym.validation", "require"),
+    ("trace_gym.env", "Episode", "trace_gym.env", "EpisodeState"),
     ("trace_gym.tools_common", "calculate_tool", "trace_gym.worlds.generic_tools", "calculate_tool"),
     ("trace_gym.tools_common", "transfer_tool", "trace_gym.worlds.generic_tools", "transfer_tool"),
     ("trace_gym.tools_common", "evaluate_arithmetic", "trace_gym.worlds.generic_tools", "evaluate_arithmetic"),
@@ -55,6 +56,7 @@ def test_a_generated_env_written_against_an_old_module_still_passes_the_static_a
 
     assert check_source("from trace_gym.capability import CapabilityEnv, final_reply\n") == []
     assert check_source("import trace_gym.capability as c\nx = c.CapabilityEnv\n") == []
+    assert check_source("from trace_gym.env import Episode\n") == []
     refused = check_source("from trace_gym.capability import dataclass\n")
     assert [f.rule for f in refused] == ["reach"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from trace_gym import messages as msg
-from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.env import EpisodeState, NewEpisode, TraceEnv
 from trace_gym.errors import InvalidConfig
 from trace_gym.jsondata import copy_json, dumps_tree
 from trace_gym.rng import Rng
@@ -235,7 +235,7 @@ class CapabilityEnv(TraceEnv):
             toolset=self._toolsets[task.domain],
         )
 
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
+    def _after_reply(self, episode: EpisodeState, text: str) -> str | None:
         return "reply"
 
     def verify(self, task: Any, initial_world: World, final_world: World,

@@ -79,6 +79,9 @@ DEPRECATED_MODULES = {"trace_gym.capability": "trace_gym.capability_env"}
 env written against one still passes, with the names of the module it now names. The
 synthesis prompt lists only `TRACE_GYM_MODULES`."""
 _IMPORTABLE = frozenset(TRACE_GYM_MODULES) | frozenset(DEPRECATED_MODULES)
+DEPRECATED_NAMES = {"trace_gym.env": frozenset({"Episode"})}
+"""Old names of classes of those modules, served for one release by the module's `__getattr__`
+(with a warning), that a generated env written against them may still import."""
 TRACE_GYM_REFUSED = {
     "trace_gym.jsondata": {"write_json_atomic": "writes files"},
     # The coding modules run code only in the sandbox, over a fresh temporary copy of a
@@ -187,9 +190,11 @@ def _module_value(module: str) -> types.ModuleType | None:
 def trace_gym_names(module: str) -> frozenset[str]:
     """The public names a generated env may take from an allowlisted trace_gym module: what
     the module defines itself or lists in `__all__`, never a module it imported (unless that
-    module is allowlisted too)."""
+    module is allowlisted too), and the old names it still serves (`DEPRECATED_NAMES`); an old
+    module name has the names of the module it now names."""
     from trace_gym.provenance import module_file
 
+    old_names = DEPRECATED_NAMES.get(module, frozenset())
     module = DEPRECATED_MODULES.get(module, module)
     path = module_file(module)
     if path is None:
@@ -216,7 +221,7 @@ def trace_gym_names(module: str) -> frozenset[str]:
         if isinstance(obj, types.ModuleType) and f"{module}.{name}" not in _IMPORTABLE:
             continue
         out.add(name)
-    return frozenset(out)
+    return frozenset(out) | old_names
 
 
 def _is_allowed_module(name: str) -> bool:
