@@ -20,6 +20,7 @@ RENAMED = [
     ("trace_gym.agents.episodes", "Request", "trace_gym.driver", "EpisodeRequest"),
     ("trace_gym.agents.episodes", "Rollout", "trace_gym.driver", "PlayedEpisode"),
     ("trace_gym.env", "Episode", "trace_gym.env", "EpisodeState"),
+    ("trace_gym.targets.task", "Request", "trace_gym.targets.task", "CustomerRequest"),
     ("trace_gym.tools_common", "calculate_tool", "trace_gym.worlds.generic_tools", "calculate_tool"),
     ("trace_gym.tools_common", "transfer_tool", "trace_gym.worlds.generic_tools", "transfer_tool"),
     ("trace_gym.tools_common", "evaluate_arithmetic", "trace_gym.worlds.generic_tools", "evaluate_arithmetic"),
