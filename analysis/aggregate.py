@@ -43,7 +43,7 @@ class Params:
     """Labelling runs; aggregation refuses another number."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         require(self, "rho", 0.0 <= self.rho <= 1.0, "must be in [0, 1]")
         require(self, "delta", -1.0 <= self.delta <= 1.0, "must be in [-1, 1]")

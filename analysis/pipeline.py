@@ -51,7 +51,7 @@ class AnalysisConfig:
     """Seed of each labelling run's order of trajectories and capabilities (recorded)."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         for name in ("labelling_temperature", "discovery_temperature"):
             value = getattr(self, name)

@@ -89,12 +89,12 @@ def played(path: Path, model: Path, adapter: Path | None, env_id: str, knobs: di
         if sorted(r["seed"] for r in records) == sorted(seeds):
             return records
     from trace_gym.agents import make_policy
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import EpisodeRequest, play
 
     policy = make_policy("local", model_path=str(model), adapter=str(adapter) if adapter else None,
                          temperature=0.0, max_new_tokens=max_new_tokens, engine="openvino", announce=False)
     try:
-        records = [p.record() for p in play([Episode(s) for s in seeds], policy, env_id=env_id, env_kwargs=knobs,
+        records = [p.record() for p in play([EpisodeRequest(s) for s in seeds], policy, env_id=env_id, env_kwargs=knobs,
                                             in_flight=in_flight)]
     finally:
         getattr(policy, "close", lambda: None)()

@@ -361,12 +361,12 @@ def target_figures(s: Setup, env_id: str, seeds: int) -> dict[str, Any]:
     """The agent greedy on `seeds` test seeds of a target, and the oracle on the same seeds:
     parse rate (and the turns behind it), pass rates (all, weak kinds, others, per kind),
     mean reward, assistant turns against the oracle's, timings."""
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
 
     args = s.args
     policy = s.policy(0.0, s.pipeline.table(EvalTable).max_new_tokens)
     knobs = s.knobs(env_id)
-    episodes = [Episode(SPLITS["test"].start + i) for i in range(seeds)]
+    episodes = [EpisodeRequest(SPLITS["test"].start + i) for i in range(seeds)]
     start, cpu = time.perf_counter(), time.process_time()
     records, turns = play(policy, env_id, episodes, knobs, args.in_flight, check_turns=True)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -459,12 +459,12 @@ def scaling_table(rows: list[tuple[str, dict[str, Any], dict[str, Any]]], seeds:
 
 def section_kv(s: Setup) -> None:
     from trace_gym.agents.local import LocalModelPolicy
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
 
     args = s.args
     print("kv: torch engine (LocalModelPolicy), whatever --engine says", flush=True)
     for env_id in TARGETS:
-        episodes = [Episode(SPLITS["test"].start + 500 + i) for i in range(args.kv_episodes)]
+        episodes = [EpisodeRequest(SPLITS["test"].start + 500 + i) for i in range(args.kv_episodes)]
         results = {}
         for reuse in (True, False):
             policy = LocalModelPolicy(s.model, temperature=0.0,
@@ -486,7 +486,7 @@ def section_kv(s: Setup) -> None:
 
 
 def section_weak(s: Setup) -> None:
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
     from trace_gym.targets import airline, retail
 
     args = s.args
@@ -503,7 +503,7 @@ def section_weak(s: Setup) -> None:
         for group, chosen in (("weak", mine), ("other", others)):
             if not chosen:
                 continue
-            episodes = [Episode(SPLITS["test"].start + 2000 + i) for i in range(per_target)]
+            episodes = [EpisodeRequest(SPLITS["test"].start + 2000 + i) for i in range(per_target)]
             records, _ = play(policy, env_id, episodes, {**s.knobs(env_id), "kinds": tuple(chosen)}, args.in_flight)
             groups[group] += records
             keep_runs(args, f"{env_id}-{group}-kinds", records)
@@ -520,7 +520,7 @@ def section_weak(s: Setup) -> None:
 
 def section_capabilities(s: Setup) -> None:
     from trace_gym.calibration import Bands, calibrate
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
 
     args, train = s.args, s.train
     bands = Bands()
@@ -528,7 +528,7 @@ def section_capabilities(s: Setup) -> None:
     in_band: set[str] = set()
     seeds = [SPLITS["test"].start + i for i in range(args.cap_seeds)]
     for env_id in CAPABILITY_ENVS:
-        episodes = [Episode(seed, k, sampling_seed=sampling_seed(train.seed, seed, k))
+        episodes = [EpisodeRequest(seed, k, sampling_seed=sampling_seed(train.seed, seed, k))
                     for seed in seeds for k in range(args.cap_samples)]
         start = time.perf_counter()
         records, turns = play(policy, env_id, episodes, s.knobs(env_id), args.in_flight, check_turns=True)
@@ -565,7 +565,7 @@ def section_capabilities(s: Setup) -> None:
 def section_analysis(s: Setup) -> None:
     from trace_gym.analysis.aggregate import Params, default_k
     from trace_gym.analysis.pipeline import AnalysisConfig, analyze
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
     from trace_gym.registry import list_envs
     from trace_gym.seeding import band
 
@@ -575,7 +575,7 @@ def section_analysis(s: Setup) -> None:
     if section["labeller"] != "programmatic":
         print(f"analysis: the config's labeller is {section['labeller']!r}; this benchmark runs the programmatic one")
     policy = s.policy(0.0, rollout["max_new_tokens"])
-    episodes = [Episode(seed) for seed in band("analysis_rollouts", count)]  # the pipeline's rollout stage's
+    episodes = [EpisodeRequest(seed) for seed in band("analysis_rollouts", count)]  # the pipeline's rollout stage's
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         needed: dict[str, int] = defaultdict(int)

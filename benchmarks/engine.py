@@ -80,7 +80,7 @@ def _policy(args: argparse.Namespace, mode: dict, where, temperature: float, max
 def run_mode(args: argparse.Namespace) -> dict:
     """Play every episode under one mode (in this process); the measured figures."""
     from trace_gym.agents.hardware import placement
-    from trace_gym.driver import Episode, make_env, play
+    from trace_gym.driver import EpisodeRequest, make_env, play
     from trace_gym.runconfig import env_knobs
     from trace_gym.seeding import seeds
 
@@ -106,7 +106,7 @@ def run_mode(args: argparse.Namespace) -> dict:
         if count <= 0:
             continue
         test = seeds("test", 0, count)
-        todo = [Episode(seed, 0, sampling_seed=seed, env_id=env_id) for seed in test for env_id in env_ids]
+        todo = [EpisodeRequest(seed, 0, sampling_seed=seed, env_id=env_id) for seed in test for env_id in env_ids]
         size = mode["in_flight"] if mode["static"] else len(todo)
         parts = [todo[i:i + size] for i in range(0, len(todo), size)]
         policy = None

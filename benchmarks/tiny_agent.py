@@ -20,7 +20,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from trace_gym.agents import make_policy  # noqa: E402
-from trace_gym.driver import Episode, play  # noqa: E402
+from trace_gym.driver import EpisodeRequest, play  # noqa: E402
 from trace_gym.messages import INVALID_TOOL_CALL  # noqa: E402
 from trace_gym.seeding import SPLITS  # noqa: E402
 
@@ -42,7 +42,7 @@ def main() -> None:
         # turns (calls with an address or several item ids) and counts them unparseable.
         factory = functools.partial(make_policy, "local", model_path=str(path), temperature=0.0)
         for env_id in ("trace/airline-v0", "trace/retail-v0"):
-            episodes = [Episode(SPLITS["test"].start + i) for i in range(args.episodes)]
+            episodes = [EpisodeRequest(SPLITS["test"].start + i) for i in range(args.episodes)]
             start = time.perf_counter()
             records = [p.record() for p in play(episodes, factory, env_id=env_id,
                                                 env_kwargs={"prompt_style": "compact"}, in_flight=8)]

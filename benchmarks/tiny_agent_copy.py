@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 import trace_gym  # noqa: E402,F401
 from trace_gym.agents.base import OraclePolicy  # noqa: E402
-from trace_gym.driver import Episode, play  # noqa: E402
+from trace_gym.driver import EpisodeRequest, play  # noqa: E402
 from trace_gym.seeding import SPLITS  # noqa: E402
 from trace_gym.baseagent.scratch import (  # noqa: E402
     REPEAT_HALF,
@@ -100,7 +100,7 @@ def main() -> None:
     print(f"lookup drills exactly right, the built agent: {exact}/{len(drills)}")
     calls = right = 0
     for env_id in TARGETS:
-        episodes = [Episode(SPLITS["test"].start + i) for i in range(args.episodes)]
+        episodes = [EpisodeRequest(SPLITS["test"].start + i) for i in range(args.episodes)]
         for played in play(episodes, OraclePolicy(), env_id=env_id,
                            make_env=lambda name: gym.make(name, prompt_style="compact")):
             for window in windows({"messages": played.messages, "tools": [], "kinds": []}):

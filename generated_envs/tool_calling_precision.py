@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trace_gym import capabilities as cap
-from trace_gym.capability import (
+from trace_gym.capability_env import (
     CapabilityConfig,
     CapabilityEnv,
     Prefill,

@@ -42,7 +42,7 @@ def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str,
     from peft import PeftModel
 
     from trace_gym.agents.causal_lm import load_causal_lm
-    from trace_gym.agents.episodes import LocalBackend, Request
+    from trace_gym.agents.episodes import EpisodeRequest, LocalBackend
     from trace_gym.driver import make_env
 
     model = PeftModel.from_pretrained(load_causal_lm(base, torch.float32),
@@ -50,7 +50,7 @@ def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str,
     backend = LocalBackend(model, tokenizer, env_id, env_kwargs, temperature=1.0, top_p=1.0,
                            max_new_tokens=config.max_new_tokens, batch_episodes=config.batch_episodes)
     seeds = band("gate_data", config.episodes)  # any train seed may be gate data: test seeds never
-    rollouts = backend.play([Request(seed, 0, False, seed) for seed in seeds])
+    rollouts = backend.play([EpisodeRequest(seed, 0, False, seed) for seed in seeds])
     env = make_env(env_id, **env_kwargs)
     tools = env.reset(seed=seeds[0])[1]["tools"]
     env.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trace_gym.config import require
+from trace_gym.validation import require
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,10 @@ class TargetAdapter:
         `capture_traces`)."""
         from gepa import EvaluationBatch
 
-        from trace_gym.driver import Episode, play
+        from trace_gym.driver import EpisodeRequest, play
 
         knobs = {**self.knobs, "agent_instructions": candidate.get(COMPONENT, "")}
-        records = {p.seed: p.record() for p in play([Episode(seed) for seed in batch], self.factory,
+        records = {p.seed: p.record() for p in play([EpisodeRequest(seed) for seed in batch], self.factory,
                                                     env_id=self.env_id, env_kwargs=knobs, in_flight=self.in_flight)}
         ordered = [records[seed] for seed in batch]
         return EvaluationBatch(outputs=ordered, scores=[float(r["reward"]) for r in ordered],

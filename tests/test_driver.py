@@ -20,7 +20,7 @@ import trace_gym  # noqa: F401  (registers the envs)
 from tests.conftest import REPO
 from trace_gym.agents import make_policy
 from trace_gym.agents.base import OraclePolicy
-from trace_gym.driver import Episode, play, play_one
+from trace_gym.driver import EpisodeRequest, play, play_one
 from trace_gym.jsondata import sha256_json
 from trace_gym.rollout import read_records, rollout
 from trace_gym.seeding import split_of
@@ -89,7 +89,7 @@ class Census:
         self.now -= 1
 
 
-def _pulled(episodes: list[Episode], log: list[int]) -> Iterator[Episode]:
+def _pulled(episodes: list[EpisodeRequest], log: list[int]) -> Iterator[EpisodeRequest]:
     """The episodes, noting in `log` how many the driver has taken so far."""
     for n, episode in enumerate(episodes, 1):
         log.append(n)
@@ -101,7 +101,7 @@ def _pulled(episodes: list[Episode], log: list[int]) -> Iterator[Episode]:
 @pytest.mark.parametrize("in_flight", [1, 3])
 def test_each_episode_is_handed_back_as_soon_as_it_ends(in_flight):
     census, taken = Census(), []
-    episodes = [Episode(seed) for seed in range(12)]
+    episodes = [EpisodeRequest(seed) for seed in range(12)]
     played = play(_pulled(episodes, taken), OraclePolicy, env_id=ENV, in_flight=in_flight, make_env=census.make)
     first = next(played)
     # the first episode comes back while the others are still to be started
@@ -113,7 +113,7 @@ def test_each_episode_is_handed_back_as_soon_as_it_ends(in_flight):
 
 
 def test_one_or_three_in_flight_play_the_same_episodes():
-    episodes = [Episode(seed, sample, hint=sample == 1) for seed in (3, 4, 5, 6) for sample in range(2)]
+    episodes = [EpisodeRequest(seed, sample, hint=sample == 1) for seed in (3, 4, 5, 6) for sample in range(2)]
     runs = {n: [p.record() for p in play(episodes, OraclePolicy, env_id=ENV, in_flight=n)] for n in (1, 3)}
     assert len(runs[1]) == len(runs[3]) == 8
     assert _content(runs[1]) == _content(runs[3])
@@ -126,7 +126,8 @@ def test_play_in_order_returns_every_episode_in_the_order_given_equal_ones_too()
     its own played episode back, at its own place, whichever ends first."""
     from trace_gym.driver import play_in_order
 
-    episodes = [Episode(9), Episode(4, 1), Episode(9), Episode(2, hint=True), Episode(4, 1)]
+    episodes = [EpisodeRequest(9), EpisodeRequest(4, 1), EpisodeRequest(9), EpisodeRequest(2, hint=True),
+                EpisodeRequest(4, 1)]
     played = play_in_order(episodes, OraclePolicy, env_id=ENV, in_flight=3)
     assert [(p.seed, p.episode.sample, p.episode.hint) for p in played] == \
         [(e.seed, e.sample, e.hint) for e in episodes]
@@ -187,7 +188,7 @@ def test_records_have_the_fields_and_values_they_had_before_the_driver(env_id, p
 
 def test_an_env_that_raises_ends_its_episode_with_an_error_record_and_the_others_go_on():
     census = Census(fail_seed=2)
-    episodes = [Episode(seed) for seed in range(6)]
+    episodes = [EpisodeRequest(seed) for seed in range(6)]
     played = {p.seed: p for p in play(episodes, OraclePolicy, env_id=ENV, in_flight=3, make_env=census.make)}
     assert sorted(played) == list(range(6))
     broken = played.pop(2)
@@ -235,7 +236,7 @@ class FailsOnSeed(OraclePolicy):
 def test_a_policy_that_raises_stops_the_run_with_its_own_exception(in_flight):
     census, got = Census(), []
     with pytest.raises(ValueError, match="the policy broke"):
-        for p in play([Episode(seed) for seed in range(8)], FailsOnSeed, env_id=ENV, in_flight=in_flight,
+        for p in play([EpisodeRequest(seed) for seed in range(8)], FailsOnSeed, env_id=ENV, in_flight=in_flight,
                       make_env=census.make):
             got.append(p.seed)
     assert 3 not in got and len(got) < 8
@@ -262,7 +263,7 @@ def test_a_batched_policy_that_returns_no_turn_is_a_named_error():
 
     census = Census()
     with pytest.raises(PolicyError, match="policy 'silent' returned no turn while 2 episode"):
-        list(play([Episode(0), Episode(1)], Silent(), env_id=ENV, in_flight=2, make_env=census.make))
+        list(play([EpisodeRequest(0), EpisodeRequest(1)], Silent(), env_id=ENV, in_flight=2, make_env=census.make))
     assert census.closed == census.made and census.now == 0
 
 
@@ -276,7 +277,7 @@ def test_a_policy_instance_plays_one_episode_at_a_time_and_a_factory_several():
         return made[-1]
 
     one, several = Census(), Census()
-    episodes = [Episode(seed) for seed in range(9)]
+    episodes = [EpisodeRequest(seed) for seed in range(9)]
     alone = list(play(episodes, OraclePolicy(), env_id=ENV, in_flight=3, make_env=one.make))
     together = list(play(episodes, factory, env_id=ENV, in_flight=3, make_env=several.make))
     assert one.most == 1 and one.made == 1

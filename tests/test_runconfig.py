@@ -128,12 +128,12 @@ def test_the_miniature_takes_the_oracle_at_most_five_assistant_turns():
     """The miniature's aim: a conversation a 135M model can learn, at most 5 oracle assistant
     turns an episode on average (every one of them passed)."""
     from trace_gym.agents import make_policy
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import EpisodeRequest, play
     from trace_gym.seeding import SPLITS
 
     oracle = make_policy("oracle")
     for env_id in ("trace/airline-v0", "trace/retail-v0"):
-        played = [p.record() for p in play([Episode(SPLITS["test"].start + i) for i in range(32)], oracle,
+        played = [p.record() for p in play([EpisodeRequest(SPLITS["test"].start + i) for i in range(32)], oracle,
                                             env_id=env_id, env_kwargs=env_knobs("embedded", env_id), in_flight=32)]
         turns = [sum(m["role"] == "assistant" for m in r["messages"]) for r in played]
         assert all(r["passed"] for r in played)

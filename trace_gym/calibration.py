@@ -39,7 +39,7 @@ class Bands:
     """Largest share of groups with one reward throughout (no advantage to learn from)."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         for name in ("mean_reward", "success_rate"):
             pair = tuple(getattr(self, name))

@@ -1,13 +1,19 @@
-"""Validation of configuration dataclasses: one error format for every knob."""
+"""Deprecated: the old name of `trace_gym.validation` (the validation of configuration
+dataclasses), kept importable for one release. Its name read as if it held run
+configurations, which are `trace_gym.runconfig`'s."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from trace_gym.errors import InvalidConfig
+import trace_gym.validation as _new
 
 
-def require(config: Any, name: str, ok: bool, rule: str) -> None:
-    """Raise InvalidConfig naming the field, its value and the rule, unless `ok`."""
-    if not ok:
-        raise InvalidConfig(f"{type(config).__name__}.{name}={getattr(config, name)!r} is invalid: {rule}")
+def __getattr__(name: str) -> Any:
+    # Every public name of the new module, with a warning that names where it is now.
+    if name.startswith("_") or not hasattr(_new, name):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"trace_gym.config is deprecated: import {name} from trace_gym.validation",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(_new, name)

@@ -2,7 +2,7 @@
 asks the policy for each turn, steps the env and records the episode.
 
 `play(episodes, policy)` keeps up to `in_flight` episodes live at once and yields each one
-(`Played`) as soon as it ends, so a caller that appends every trajectory as it comes loses
+(`PlayedEpisode`) as soon as it ends, so a caller that appends every trajectory as it comes loses
 at most the episodes in flight to a crash. A new episode takes a free place at once; an env
 is reused for the next episode once its own has ended.
 
@@ -19,13 +19,14 @@ Policies come in two shapes:
   batched policy never waits for its slowest episode.
 
 Failures: an env that raises (in reset or step) ends its episode with an error record
-(`Played.error`, reward 0) and the others go on; a policy that raises stops the run with its
+(`PlayedEpisode.error`, reward 0) and the others go on; a policy that raises stops the run with its
 own exception.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -37,8 +38,9 @@ from trace_gym.seeding import split_of
 
 
 @dataclass(frozen=True)
-class Episode:
-    """One episode to play."""
+class EpisodeRequest:
+    """One episode to play: what `play` is asked for (an env's own state of an episode is
+    `trace_gym.env.EpisodeState`)."""
 
     seed: int
     """The env seed."""
@@ -98,7 +100,7 @@ class Live:
 
     key: int
     """Unique within one `play` call."""
-    episode: Episode
+    episode: EpisodeRequest
     env_id: str
     env: Any
     messages: list[Message]
@@ -130,10 +132,11 @@ class BatchedPolicy(Protocol):
 
 
 @dataclass
-class Played:
-    """A finished episode."""
+class PlayedEpisode:
+    """A finished episode, as `play` yields it: the request, the reward, the conversation and
+    the policy's tokens."""
 
-    episode: Episode
+    episode: EpisodeRequest
     env_id: str
     reward: float
     info: dict[str, Any]
@@ -149,7 +152,7 @@ class Played:
     """How the policy ran, when it says (a local model's dtype, threads, CPU flags)."""
 
     @property
-    def request(self) -> Episode:
+    def request(self) -> EpisodeRequest:
         """The episode as it was asked for (the same as `episode`)."""
         return self.episode
 
@@ -347,9 +350,10 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:500]}"
 
 
-def play(episodes: Iterable[Episode], policy: Any, *, env_id: str | None = None,
+def play(episodes: Iterable[EpisodeRequest], policy: Any, *, env_id: str | None = None,
          env_kwargs: Mapping[str, Any] | None = None, in_flight: int = 1,
-         make_env: Callable[[str], Any] | None = None, threads: int = 0, static: bool = False) -> Iterator[Played]:
+         make_env: Callable[[str], Any] | None = None, threads: int = 0,
+         static: bool = False) -> Iterator[PlayedEpisode]:
     """Play `episodes` with `policy` (batched, a turn-by-turn instance, or a factory of
     them), `in_flight` at a time, yielding each as soon as it ends (not in order).
     `static` starts new episodes only when every episode in flight has ended (batches of
@@ -372,7 +376,7 @@ def play(episodes: Iterable[Episode], policy: Any, *, env_id: str | None = None,
     engine = described() if callable(described) else {}
     exhausted = False
 
-    def finish(slot: Live, reward: float, info: dict[str, Any], error: str | None = None) -> Played:
+    def finish(slot: Live, reward: float, info: dict[str, Any], error: str | None = None) -> PlayedEpisode:
         agent.release(slot)
         del live[slot.key]
         total = time.perf_counter() - slot.started
@@ -381,11 +385,11 @@ def play(episodes: Iterable[Episode], policy: Any, *, env_id: str | None = None,
             free_envs.setdefault(slot.env_id, []).append(slot.env)
         else:
             _close(slot.env)
-        return Played(slot.episode, slot.env_id, reward, info, slot.messages, slot.turns, name,
+        return PlayedEpisode(slot.episode, slot.env_id, reward, info, slot.messages, slot.turns, name,
                       {"reset_s": round(slot.reset_s, 6), "steps_s": round(total - slot.reset_s, 6),
                        "total_s": round(total, 6)}, error, facts, engine)
 
-    def start(episode: Episode) -> Played | None:
+    def start(episode: EpisodeRequest) -> PlayedEpisode | None:
         which = episode.env_id or env_id
         if which is None:
             raise InvalidConfig("an episode names no env and the driver was given no env_id")
@@ -465,19 +469,32 @@ class borrowed:
         """Does nothing: the env's owner closes it."""
 
 
-def play_in_order(episodes: Sequence[Episode], policy: Any, **kwargs: Any) -> list[Played]:
+def play_in_order(episodes: Sequence[EpisodeRequest], policy: Any, **kwargs: Any) -> list[PlayedEpisode]:
     """`play` every episode (keyword arguments as `play`'s) and return them all, in the order
     given; equal episodes each come back as their own (the driver hands back the object it
     was given, so each is copied first)."""
     copies = [replace(e) for e in episodes]
     where = {id(e): n for n, e in enumerate(copies)}
-    out: list[Played | None] = [None] * len(copies)
+    out: list[PlayedEpisode | None] = [None] * len(copies)
     for played in play(copies, policy, **kwargs):
         out[where[id(played.episode)]] = played
     return out  # type: ignore[return-value]
 
 
-def play_one(env: Any, policy: Any, *, env_id: str, seed: int, sample: int = 0, hint: bool = False) -> Played:
+def play_one(env: Any, policy: Any, *, env_id: str, seed: int, sample: int = 0, hint: bool = False) -> PlayedEpisode:
     """One episode in a given env (the env stays open)."""
-    (played,) = play([Episode(seed, sample, hint, env_id=env_id)], policy, make_env=lambda _: borrowed(env))
+    (played,) = play([EpisodeRequest(seed, sample, hint, env_id=env_id)], policy, make_env=lambda _: borrowed(env))
     return played
+
+
+_RENAMED = {"Episode": "EpisodeRequest", "Played": "PlayedEpisode"}
+"""Old names of this module's classes, kept importable for one release."""
+
+
+def __getattr__(name: str) -> Any:
+    # `Episode` was also the env's name for its state of an episode: the old names still work, warning.
+    if name in _RENAMED:
+        warnings.warn(f"trace_gym.driver.{name} is deprecated: use trace_gym.driver.{_RENAMED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,7 @@ hints and rendering the same way.
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -61,8 +62,8 @@ class Task(Protocol):
 
 
 @dataclass
-class Episode:
-    """Everything about the episode in progress."""
+class EpisodeState:
+    """Everything an env keeps about the episode in progress (`TraceEnv.episode`)."""
 
     task: Task
     initial_world: World
@@ -146,18 +147,18 @@ class TraceEnv(gym.Env[list, Any]):
         self.toolset = toolset
         self.observation_space = ConversationSpace()
         self.action_space = ActionSpace(toolset)
-        self._episode: Episode | None = None
+        self._episode: EpisodeState | None = None
 
     # -- what a subclass provides ---------------------------------------------------
 
     def _new_episode(self, rng: Rng) -> NewEpisode:
         raise NotImplementedError
 
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
+    def _after_reply(self, episode: EpisodeState, text: str) -> str | None:
         """A reply to the user was sent; return a termination reason to end the episode."""
         raise NotImplementedError
 
-    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+    def _after_tools(self, episode: EpisodeState, names: list[str]) -> str | None:
         """Tool calls were executed; return a termination reason to end the episode."""
         return None
 
@@ -214,7 +215,7 @@ class TraceEnv(gym.Env[list, Any]):
         new = self._new_episode(rng)
         hint = bool(options.get("hint", False)) and bool(new.hint)
         prompt = with_hint(new.system_prompt, new.hint) if hint else new.system_prompt
-        self._episode = Episode(
+        self._episode = EpisodeState(
             task=new.task,
             initial_world=new.world,
             world=new.world.fork(),
@@ -292,7 +293,7 @@ class TraceEnv(gym.Env[list, Any]):
     # -- what users and tools read ----------------------------------------------------
 
     @property
-    def episode(self) -> Episode:
+    def episode(self) -> EpisodeState:
         """The episode in progress (raises EpisodeError before the first reset)."""
         if self._episode is None:
             raise EpisodeError("no episode yet: call reset()")
@@ -327,3 +328,16 @@ class TraceEnv(gym.Env[list, Any]):
         render_human(self._episode.messages[self._episode.rendered:])
         self._episode.rendered = len(self._episode.messages)
         return None
+
+
+_RENAMED = {"Episode": "EpisodeState"}
+"""Old names of this module's classes, kept importable for one release."""
+
+
+def __getattr__(name: str) -> Any:
+    # `Episode` was also the driver's name for an episode to play: the old name still works, warning.
+    if name in _RENAMED:
+        warnings.warn(f"trace_gym.env.{name} is deprecated: use trace_gym.env.{_RENAMED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -66,10 +66,10 @@ class _Generate:
 def play(env_id: str, seed: int, generate: Generate, *, hint: bool = False, **env_kwargs: Any) -> dict[str, Any]:
     """One episode played by `generate`; its trajectory record (an env that fails gives a
     record with `error` and reward 0; an error of `generate` is raised)."""
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
     from trace_gym.driver import play as drive
 
-    (played,) = drive([Episode(seed, hint=hint)], _Generate(generate), env_id=env_id, env_kwargs=env_kwargs)
+    (played,) = drive([EpisodeRequest(seed, hint=hint)], _Generate(generate), env_id=env_id, env_kwargs=env_kwargs)
     return played.record()
 
 
@@ -156,7 +156,7 @@ class TRLRollouts:
         """Play one episode per prompt with the trainer's current model and return, per
         episode, its prompt ids, completion ids, logprobs, env_mask and reward
         (`trace_reward`), as TRL's `rollout_func` returns them."""
-        from trace_gym.agents.episodes import LocalBackend, Request, sampling_seed
+        from trace_gym.agents.episodes import EpisodeRequest, LocalBackend, sampling_seed
 
         requests, seen = [], {}
         for prompt in prompts:
@@ -169,7 +169,7 @@ class TRLRollouts:
             if row.get("env_id") != self.env_id:
                 raise TraceGymError(f"a row of {row.get('env_id')} given to the rollouts of {self.env_id}")
             k = seen[seed] = seen.get(seed, -1) + 1
-            requests.append(Request(seed, k, False, sampling_seed(self.seed, self.calls, seed, k)))
+            requests.append(EpisodeRequest(seed, k, False, sampling_seed(self.seed, self.calls, seed, k)))
         self.calls += 1
         model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
         backend = LocalBackend(model, self.tokenizer, self.env_id, self.env_kwargs, temperature=self.temperature,

@@ -165,7 +165,8 @@ def source_sha256(source: Any) -> str:
 
 def library_sha256(modules: Iterable[str]) -> str:
     """sha256 over `modules` (the trace_gym modules generated code may import:
-    `trace_gym.audit.static.TRACE_GYM_MODULES`) and every trace_gym module they import."""
+    `trace_gym.audit.static.TRACE_GYM_MODULES` and its `DEPRECATED_MODULES`) and every
+    trace_gym module they import."""
     return _files_sha256(closure(modules))
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym import rates
-from trace_gym.driver import Episode, episode_id, play
+from trace_gym.driver import EpisodeRequest, episode_id, play
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
 
@@ -224,7 +224,7 @@ def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path
         summary = RolloutSummary(str(out), len(seeds) * samples, len(seeds) * samples - len(jobs), 0, fingerprint)
         if not jobs:  # nothing to play: no env, no policy (a local model) is made
             return summary
-        episodes = [Episode(job.seed, job.sample, hint) for job in jobs]
+        episodes = [EpisodeRequest(job.seed, job.sample, hint) for job in jobs]
         start = time.perf_counter()
         played = play(episodes, factory, env_id=env_id, env_kwargs=env_kwargs, in_flight=workers,
                       threads=workers if threaded else 0)

@@ -1,81 +1,19 @@
-"""The generic tools both tau2 domains share: `calculate` and `transfer_to_human_agents`."""
+"""Deprecated: the old name of `trace_gym.worlds.generic_tools` (the two generic tools both tau2
+domains share, `calculate` and `transfer_to_human_agents`), kept importable for one release.
+Its name did not tell it from `trace_gym.tools`, the Tool machinery."""
 
 from __future__ import annotations
 
-import ast
-import operator
+import warnings
 from typing import Any
 
-from trace_gym.errors import ToolError
-from trace_gym.schema import function, string
-from trace_gym.tools import Tool, ToolKind, tool
-
-_ALLOWED_CHARS = frozenset("0123456789+-*/(). ")
-_OPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.USub: operator.neg, ast.UAdd: operator.pos,
-}
+import trace_gym.worlds.generic_tools as _new
 
 
-def evaluate_arithmetic(expression: str) -> float:
-    """+, -, *, / and parentheses over numbers; anything else is a ToolError. Walks the
-    syntax tree rather than evaluating code."""
-    if not expression.strip() or not set(expression) <= _ALLOWED_CHARS:
-        raise ToolError("Invalid characters in expression")
-    try:
-        tree = ast.parse(expression, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise ToolError("Invalid expression") from None
-
-    def walk(node: Any) -> float:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.Div) and right == 0:
-                raise ToolError("Division by zero")
-            return _OPS[type(node.op)](left, right)
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](walk(node.operand))
-        raise ToolError("Invalid expression")
-
-    try:
-        return float(walk(tree))
-    except (OverflowError, RecursionError):
-        raise ToolError("Expression too large") from None
-
-
-def calculate_tool() -> Tool:
-    """The `calculate` tool: evaluates an arithmetic expression, rounded to 2 decimals."""
-    @tool(ToolKind.GENERIC, function(
-        "calculate",
-        "Evaluate an arithmetic expression.",
-        {"expression": string(
-            "The expression, e.g. '(120 + 35) * 2'. Only digits, + - * /, parentheses, "
-            "decimal points and spaces."
-        )},
-    ))
-    def calculate(world: Any, expression: str) -> str:
-        return str(round(evaluate_arithmetic(expression), 2))
-
-    return calculate
-
-
-TRANSFER_MESSAGE = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
-
-
-def transfer_tool() -> Tool:
-    """The `transfer_to_human_agents` tool: always answers "Transfer successful"."""
-    @tool(ToolKind.GENERIC, function(
-        "transfer_to_human_agents",
-        "Hand the conversation to a human agent, with a summary of the issue. Only when the "
-        "user asks for a human, or when the request cannot be handled with the tools under "
-        "the policy.",
-        {"summary": string("Short summary of the user's issue.")},
-    ))
-    def transfer_to_human_agents(world: Any, summary: str) -> str:
-        return "Transfer successful"
-
-    return transfer_to_human_agents
+def __getattr__(name: str) -> Any:
+    # Every public name of the new module, with a warning that names where it is now.
+    if name.startswith("_") or not hasattr(_new, name):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"trace_gym.tools_common is deprecated: import {name} from trace_gym.worlds.generic_tools",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(_new, name)

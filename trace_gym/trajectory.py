@@ -4,7 +4,7 @@ Fields (README, "Command line"): schema_version, id (`env/split/seed/sample`), e
 env_sha256, seed, sample, split, policy, messages, reward, passed (reward >= 1 - 1e-9),
 verdict, task_kind, capabilities_needed, termination_reason, instructions, timings
 (seconds: reset, steps, total). `trace-gym play --json` prints exactly one. The episode
-driver builds them (`trace_gym.driver.Played.record`); an episode whose env failed also has
+driver builds them (`trace_gym.driver.PlayedEpisode.record`); an episode whose env failed also has
 `error` (why) and scores 0, with termination_reason "error".
 """
 

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import embedded_knobs
 from trace_gym.seeding import BANDS
+from trace_gym.validation import require
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADVANTAGE_STD = ("group", "batch")

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trace_gym.agents.episodes import Backend, Request, Rollout, sampling_seed
+from trace_gym.agents.episodes import Backend, EpisodeRequest, PlayedEpisode, sampling_seed
 from trace_gym.agents.prefix import per_sample, shared_prefix
 from trace_gym.errors import InternalError
 from trace_gym.seeding import BANDS, SPLITS, band
@@ -89,22 +89,22 @@ def draw_seeds(config: GRPOConfig, iteration: int, round_: int, n: int, taken: s
     return seeds
 
 
-def requests_for(config: GRPOConfig, seeds: list[int], iteration: int) -> list[Request]:
+def requests_for(config: GRPOConfig, seeds: list[int], iteration: int) -> list[EpisodeRequest]:
     """K episodes per seed; the first `hinted()` of each group get the hint."""
     out = []
     for seed in seeds:
         for k in range(config.group_size):
-            out.append(Request(seed=seed, sample=k, hint=k < config.hinted(),
+            out.append(EpisodeRequest(seed=seed, sample=k, hint=k < config.hinted(),
                                sampling_seed=sampling_seed(config.seed, iteration, seed, k)))
     return out
 
 
 # -- 2. groups and advantages -----------------------------------------------------------------
 
-def group_by_seed(rollouts: list[Rollout], group_size: int) -> dict[int, list[Rollout]]:
+def group_by_seed(rollouts: list[PlayedEpisode], group_size: int) -> dict[int, list[PlayedEpisode]]:
     """The rollouts keyed by seed, each group asserted to hold `group_size` episodes with
     distinct sample indices."""
-    groups: dict[int, list[Rollout]] = defaultdict(list)
+    groups: dict[int, list[PlayedEpisode]] = defaultdict(list)
     for r in rollouts:
         groups[r.seed].append(r)
     for seed, group in groups.items():
@@ -114,13 +114,13 @@ def group_by_seed(rollouts: list[Rollout], group_size: int) -> dict[int, list[Ro
     return dict(groups)
 
 
-def is_constant(group: list[Rollout]) -> bool:
+def is_constant(group: list[PlayedEpisode]) -> bool:
     """True when every rollout of the group has the same reward (no advantage to learn
     from)."""
     return len({r.reward for r in group}) == 1
 
 
-def advantages(groups: dict[int, list[Rollout]], std: str = "group", eps: float = 1e-4,
+def advantages(groups: dict[int, list[PlayedEpisode]], std: str = "group", eps: float = 1e-4,
                batch_rewards: list[float] | None = None) -> dict[tuple[int, int], float]:
     """A per (seed, sample): (r - mean_g) / (std + eps), std of the group or of the batch."""
     batch_std = float(np.std(batch_rewards if batch_rewards is not None else
@@ -136,12 +136,13 @@ def advantages(groups: dict[int, list[Rollout]], std: str = "group", eps: float 
 
 # -- 3. informative groups -------------------------------------------------------------------
 
-def collect(config: GRPOConfig, backend: Backend, iteration: int) -> tuple[dict[int, list[Rollout]], dict[str, Any]]:
+def collect(config: GRPOConfig, backend: Backend,
+            iteration: int) -> tuple[dict[int, list[PlayedEpisode]], dict[str, Any]]:
     """Play groups until `min_informative` of G have reward variance (or the resampling is
     spent); return the informative groups and what was played."""
     taken: set[int] = set()
-    informative: dict[int, list[Rollout]] = {}
-    played: list[Rollout] = []
+    informative: dict[int, list[PlayedEpisode]] = {}
+    played: list[PlayedEpisode] = []
     first_constant = all_constant = 0
     need = math.ceil(config.min_informative * config.groups)
     for round_ in range(config.max_resample_rounds + 1):
@@ -185,7 +186,7 @@ class Batch:
     """(N,) the token's share of the loss (the normalisation)."""
 
 
-def samples_of(groups: dict[int, list[Rollout]], adv: dict[tuple[int, int], float],
+def samples_of(groups: dict[int, list[PlayedEpisode]], adv: dict[tuple[int, int], float],
                normalization: str = "sample", old_logp: str = "sampler") -> Batch:
     """The batch of the informative groups, in seed then sample order: one sample per agent
     turn that produced tokens, each token weighted by `normalization` ('sample', 'turn' or

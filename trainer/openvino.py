@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trace_gym.driver import Episode, Played, play_in_order
+from trace_gym.driver import EpisodeRequest, PlayedEpisode, play_in_order
 
 
 class OpenVINOBackend:
@@ -48,7 +48,7 @@ class OpenVINOBackend:
         if previous is not None and previous != path:
             shutil.rmtree(previous, ignore_errors=True)
 
-    def play(self, requests: Sequence[Episode]) -> list[Played]:
+    def play(self, requests: Sequence[EpisodeRequest]) -> list[PlayedEpisode]:
         """Every request played through the episode driver, `in_flight` at a time; the
         episodes in request order."""
         return play_in_order(requests, self.policy, env_id=self.env_id, env_kwargs=self.env_kwargs,

@@ -115,12 +115,12 @@ def evaluate(config: GRPOConfig, backend: Any, model: Any, iteration: int) -> di
     mean reward, pass rate, and the mean reward's standard error over the seeds."""
     import numpy as np
 
-    from trace_gym.agents.episodes import Request, sampling_seed
+    from trace_gym.agents.episodes import EpisodeRequest, sampling_seed
     from trace_gym.trainer.distributed import play_sharded
     from trace_gym.trainer.grpo import validation_seeds
 
     backend.sync(model, iteration)
-    requests = [Request(seed, k, False, sampling_seed(config.seed, seed, k) if config.eval_samples > 1 else 0)
+    requests = [EpisodeRequest(seed, k, False, sampling_seed(config.seed, seed, k) if config.eval_samples > 1 else 0)
                 for seed in validation_seeds(config.eval_seeds) for k in range(config.eval_samples)]
     rollouts = play_sharded(backend.play, requests)
     per_seed: dict[int, list[float]] = {}

@@ -42,7 +42,7 @@ from typing import Any
 
 from trace_gym.agents.chat import render_prompt, unhinted
 from trace_gym.agents.endpoint import post_json
-from trace_gym.driver import Episode, Live, Played, Reply, Turn, play_in_order
+from trace_gym.driver import EpisodeRequest, Live, PlayedEpisode, Reply, Turn, play_in_order
 from trace_gym.errors import InvalidConfig, TraceGymError
 
 PROBE_TEMPERATURE = 0.5
@@ -168,7 +168,7 @@ class VLLMBackend:
             raise TraceGymError(f"vLLM server {url} sent {len(tokens)} token ids but {len(logprobs)} logprobs")
         return tokens, [float(x) for x in logprobs]
 
-    def play(self, requests: Sequence[Episode]) -> list[Played]:
+    def play(self, requests: Sequence[EpisodeRequest]) -> list[PlayedEpisode]:
         """Every request (seed, sample, hint, sampling_seed) played through the episode driver,
         `workers` at a time; the episodes in request order."""
         if self.served is None:

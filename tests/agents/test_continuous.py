@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 import gymnasium as gym
 
-from trace_gym.driver import Episode, play
+from trace_gym.driver import EpisodeRequest, play
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 
@@ -62,7 +62,8 @@ def _transcripts(model, tokenizer, temperature, in_flight, static=False):
                                          max_new_tokens=6, seed=5)
     policy.engine.stop_ids |= {227, 8}  # tokens the perturbed fixture writes often: turns end at different steps
     policy.lockstep = static
-    episodes = [Episode(seed, sample, sampling_seed=100 * seed + sample) for seed in range(5) for sample in range(2)]
+    episodes = [EpisodeRequest(seed, sample, sampling_seed=100 * seed + sample)
+                for seed in range(5) for sample in range(2)]
     played = play(episodes, policy, make_env=lambda _: Chat(), env_id="chat", in_flight=in_flight, static=static)
     return {(p.episode.seed, p.episode.sample): ([t.completion_ids for t in p.turns], p.messages) for p in played}
 

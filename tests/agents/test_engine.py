@@ -221,9 +221,9 @@ def test_streams_are_counter_based():
 
 def test_the_policy_reuses_caches_across_turns_without_changing_its_turns():
     from trace_gym.agents.local import LocalModelPolicy
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import EpisodeRequest, play
 
-    episodes = [Episode(s) for s in (0, 1, 2)]
+    episodes = [EpisodeRequest(s) for s in (0, 1, 2)]
     kwargs = {"prompt_style": "compact", "max_requests": 1}
     policies = {}
 

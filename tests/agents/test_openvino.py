@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from trace_gym.driver import Episode, play
+from trace_gym.driver import EpisodeRequest, play
 from trace_gym.errors import InvalidConfig
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
@@ -152,7 +152,7 @@ def test_greedy_transcripts_equal_the_torch_engine(ir):
     """Multi-turn episodes (the prefix cache serves each conversation's earlier turns)."""
     from trace_gym.agents.local import LocalModelPolicy
 
-    episodes = [Episode(seed) for seed in range(2)]
+    episodes = [EpisodeRequest(seed) for seed in range(2)]
     ours = _played(episodes, _policy(ir))
     torch_engine = _played(episodes, LocalModelPolicy(FIXTURE, temperature=0.0, max_new_tokens=TOKENS,
                                                       dtype="float32", threads=2))
@@ -171,7 +171,7 @@ def test_logprobs_are_the_samplers(ir, temperature):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32).eval()
-    played = _played([Episode(seed) for seed in range(2)], _policy(ir, temperature=temperature))
+    played = _played([EpisodeRequest(seed) for seed in range(2)], _policy(ir, temperature=temperature))
     gap = 0.0
     for turn in (t for p in played for t in p.turns):
         expected = _logprobs(model, turn.prompt_ids, turn.completion_ids, temperature)
@@ -206,7 +206,7 @@ def test_genai_reports_logprobs_before_temperature(ir):
 
 def test_seeded_sampling_reproduces_itself(ir):
     policy = _policy(ir, temperature=1.0, seed=5)
-    episodes = [Episode(seed, sample) for seed in range(2) for sample in range(2)]
+    episodes = [EpisodeRequest(seed, sample) for seed in range(2) for sample in range(2)]
     first = _played(episodes, policy)
     assert _tokens(_played(episodes, policy)) == _tokens(first)
     # an episode's tokens do not depend on what else is in flight
@@ -236,7 +236,7 @@ def test_adapter_is_applied_as_peft_applies_it(ir, adapter):
                                      str(adapter)).eval()
     base = AutoModelForCausalLM.from_pretrained(FIXTURE, dtype=torch.float32).eval()
     env = make_env(RETAIL["env_id"], **RETAIL["env_kwargs"])
-    episodes = [Episode(seed) for seed in range(3)]
+    episodes = [EpisodeRequest(seed) for seed in range(3)]
     first_turns = [p.turns[0] for p in _played(episodes, policy)]
     differs = 0
     for episode, turn in zip(episodes, first_turns):
@@ -251,7 +251,7 @@ def test_adapter_is_applied_as_peft_applies_it(ir, adapter):
 def test_set_adapter_swaps_between_iterations(ir, adapter):
     """A new pipeline each time: the first transcripts come back exactly."""
     policy = _policy(ir)
-    episodes = [Episode(seed) for seed in range(2)]
+    episodes = [EpisodeRequest(seed) for seed in range(2)]
     base = _tokens(_played(episodes, policy))
     policy.set_adapter(adapter)
     assert policy.name == "openvino:tiny_agent+adapter"
@@ -283,7 +283,7 @@ def test_play_returns_finished_episodes_with_turns(ir):
 
     policy = _policy(ir, temperature=1.0)
     assert isinstance(policy, BatchedPolicy)
-    episodes = [Episode(seed, hint=seed % 2 == 0) for seed in range(5)]
+    episodes = [EpisodeRequest(seed, hint=seed % 2 == 0) for seed in range(5)]
     played = list(play(episodes, policy, env_id=PRECONDITION, in_flight=3))
     assert sorted(p.seed for p in played) == list(range(5))
     for p in played:
@@ -344,7 +344,7 @@ def test_constrained_tool_calls_are_valid_calls_of_the_offered_tools(ir):
     def finished_calls(constrain: bool) -> tuple[int, int]:
         policy = _policy(ir, temperature=1.0, max_new_tokens=64, constrain_calls=constrain)
         valid = invalid = 0
-        for p in _played([Episode(seed) for seed in range(8)], policy, in_flight=8):
+        for p in _played([EpisodeRequest(seed) for seed in range(8)], policy, in_flight=8):
             schemas = {t["function"]["name"]: t["function"]["parameters"] for t in _tools(p)}
             for turn in p.turns:
                 text = policy.tokenizer.decode(turn.completion_ids, skip_special_tokens=False)
@@ -407,7 +407,7 @@ def test_a_new_episode_waits_until_the_conversations_under_way_fit_with_it(ir):
     under way (in flight or between turns) fit with it; the transcripts do not change."""
     from trace_gym.agents.openvino import BLOCK
 
-    episodes = [Episode(seed) for seed in range(6)]
+    episodes = [EpisodeRequest(seed) for seed in range(6)]
     roomy = _played(episodes, _policy(ir), in_flight=6)
     assert max(len(p.turns) for p in roomy) >= 2  # episodes do come back between turns
     tight = _policy(ir)
@@ -437,7 +437,7 @@ def test_turns_wait_for_room_in_the_cache_and_play_as_they_would_with_room(ir):
     admits a turn only while the turns in flight fit, and the transcripts do not change."""
     from trace_gym.agents.openvino import BLOCK
 
-    episodes = [Episode(seed) for seed in range(6)]
+    episodes = [EpisodeRequest(seed) for seed in range(6)]
     roomy = _played(episodes, _policy(ir), in_flight=6)
     tight = _policy(ir)
     first = _played(episodes[:1], _policy(ir))[0].turns[0]

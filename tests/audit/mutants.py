@@ -30,7 +30,7 @@ REFUSABLE = {
         "forbidden = '\"status\": \"pending\"' not in self.prefill[-1]['content']\n"
         "return {**asdict(self), 'decision': 'forbidden' if forbidden else 'allowed', 'rule': ['pending'] if forbidden else []}"),
     "verify": (
-        "from trace_gym.capability import final_reply\n"
+        "from trace_gym.capability_env import final_reply\n"
         "from trace_gym.statements import names_rule\n"
         + _FORBIDDEN + "\n"
         "refused = not write_calls(task, messages, arguments=False) and names_rule(final_reply(task, messages), ['pending'], ['delivered', 'balance'])\n"
@@ -58,7 +58,7 @@ SERIAL = {
     "to_json": REFUSABLE["to_json"],
     "one_write": REFUSABLE["one_write"],
     "verify": (
-        "from trace_gym.capability import final_reply\n"
+        "from trace_gym.capability_env import final_reply\n"
         "from trace_gym.statements import names_rule, states\n"
         + _FORBIDDEN + "\n"
         "said = [m['content'] for m in messages if m['role'] == 'assistant' and not m.get('tool_calls') and m.get('content')]\n"
@@ -99,7 +99,7 @@ KIT_MUTANTS = {
         "return next_step(task, messages, [bad, call, 'Done.'])")},
     # a reply that holds the reason (every enum value of the schema does) counts as done
     "stuffed_replies": {"one_write": (
-        "from trace_gym.capability import final_reply\n"
+        "from trace_gym.capability_env import final_reply\n"
         "ok = (ok and len(write_calls(task, messages, arguments=False)) == 1) or task.reason in final_reply(task, messages)")},
     # the customer's reason decides the task's "decision": the wording gives it away
     "wording_only": {"to_json": "return {**asdict(self), 'decision': 'keep' if 'mistake' in self.reason else 'drop'}"},

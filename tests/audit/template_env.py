@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trace_gym.capability import CapabilityConfig, CapabilityEnv, Prefill, next_step, write_calls
+from trace_gym.capability_env import CapabilityConfig, CapabilityEnv, Prefill, next_step, write_calls
 from trace_gym.rng import Rng
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import retail

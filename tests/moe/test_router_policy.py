@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("peft")
 
-from trace_gym.driver import Episode, Live, Reply  # noqa: E402
+from trace_gym.driver import EpisodeRequest, Live, Reply  # noqa: E402
 from trace_gym.moe.policy import RouterPolicy  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def _router(choices: dict[str, int]) -> RouterPolicy:
 
 def _live(key: int, text: str) -> Live:
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": text}]
-    return Live(key, Episode(key), "env", None, messages, [], None)
+    return Live(key, EpisodeRequest(key), "env", None, messages, [], None)
 
 
 def test_each_conversation_is_routed_once_and_its_turns_run_under_its_adapter():

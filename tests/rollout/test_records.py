@@ -128,14 +128,14 @@ def test_the_env_sha256_is_computed_once_per_class(monkeypatch):
 
     import trace_gym.env as env_module
     import trace_gym.provenance as provenance
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import EpisodeRequest, play
 
     calls = []
     real = provenance.env_code_sha256
     monkeypatch.setattr(provenance, "env_code_sha256", lambda path: calls.append(path) or real(path))
     monkeypatch.setattr(env_module, "_CODE_SHA256", {})
     env = gym.make("trace/tool_calling_precision-v0")
-    records = [p.record() for p in play([Episode(s) for s in range(20)], make_policy("oracle"), env_id="x",
+    records = [p.record() for p in play([EpisodeRequest(s) for s in range(20)], make_policy("oracle"), env_id="x",
                                         make_env=lambda _: env)]
     assert len(calls) == 1 and len({r["env_sha256"] for r in records}) == 1
 
@@ -145,7 +145,7 @@ def test_the_env_sha256_covers_the_trace_gym_modules_the_env_imports(monkeypatch
 
     module = REPO / "generated_envs" / "tool_calling_precision.py"
     imported = provenance.closure(provenance.imported_modules(module.read_text()))
-    assert {"trace_gym.capability", "trace_gym.env", "trace_gym.tools", "trace_gym.worlds.world",
+    assert {"trace_gym.capability_env", "trace_gym.env", "trace_gym.tools", "trace_gym.worlds.world",
             "trace_gym.worlds.airline.tools"} <= set(imported)
     assert not {"trace_gym.registry", "trace_gym.audit", "trace_gym.rollout", "trace_gym.cli"} & set(imported)
     before = provenance.env_code_sha256(module)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trace_gym.calibration import Bands, calibrate, check, measure, pass_at_k
-from trace_gym.driver import Episode, play
+from trace_gym.driver import EpisodeRequest, play
 from trace_gym.errors import InvalidConfig
 
 
@@ -66,7 +66,7 @@ class Sometimes:
 
 @pytest.mark.parametrize("rate", [0.1, 0.4, 0.9])
 def test_known_success_rates_are_measured(rate):
-    episodes = [Episode(s, k) for s in range(60) for k in range(8)]
+    episodes = [EpisodeRequest(s, k) for s in range(60) for k in range(8)]
     records = [p.record() for p in play(episodes, Sometimes(rate), env_id="trace/tool_calling_precision-v0",
                                         make_env=gym.make)]
     result = calibrate(records)

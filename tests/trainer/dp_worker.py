@@ -15,7 +15,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 
 def batch_rollouts():
     """Two groups of four episodes, turns of different lengths and prompts, rewards that vary."""
-    from trace_gym.agents.episodes import Request, Rollout, Turn
+    from trace_gym.agents.episodes import EpisodeRequest, PlayedEpisode, Turn
 
     out = []
     for seed in (11, 12):
@@ -23,7 +23,7 @@ def batch_rollouts():
             turns = [Turn([1, 2, 3, seed], [1, 2, 3, seed], [4 + k, 5, 6][: 1 + k % 3], [-1.0, -2.0, -0.5][: 1 + k % 3])]
             if k % 2:
                 turns.append(Turn([1, 2, 3, seed, 9], [1, 2, 3, seed, 9], [7, 8], [-0.3, -0.7]))
-            out.append(Rollout(Request(seed, k, False, 0), "env", float((k + seed) % 3) / 2,
+            out.append(PlayedEpisode(EpisodeRequest(seed, k, False, 0), "env", float((k + seed) % 3) / 2,
                                {"termination_reason": "replied"}, [], turns, "policy", {}))
     return out
 

@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 
 from trace_gym import messages as msg
-from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.env import EpisodeState, NewEpisode, TraceEnv
 from trace_gym.verdict import Check, Verdict
 from trace_gym.worlds import retail
 
@@ -44,10 +44,10 @@ class CallAToolEnv(TraceEnv):
                           .build(), "You are a customer service agent.", [msg.user(task.question)], max_steps=1,
                           hint="Look the order up before you answer.")
 
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
+    def _after_reply(self, episode: EpisodeState, text: str) -> str | None:
         return "replied"
 
-    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+    def _after_tools(self, episode: EpisodeState, names: list[str]) -> str | None:
         return "called"
 
     def verify(self, task, initial_world, final_world, messages) -> Verdict:

@@ -15,7 +15,7 @@ from tests.conftest import REPO
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from trace_gym.agents.episodes import Request, Rollout, Turn
+from trace_gym.agents.episodes import EpisodeRequest, PlayedEpisode, Turn
 from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.trainer import grpo
 from trace_gym.trainer.config import VALIDATION_SEEDS, GRPOConfig
@@ -23,8 +23,8 @@ from trace_gym.trainer.config import VALIDATION_SEEDS, GRPOConfig
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 
 
-def _rollout(seed: int, sample: int, reward: float, hint: bool = False) -> Rollout:
-    return Rollout(Request(seed, sample, hint, 0), "env", reward, {"termination_reason": "replied"}, [],
+def _rollout(seed: int, sample: int, reward: float, hint: bool = False) -> PlayedEpisode:
+    return PlayedEpisode(EpisodeRequest(seed, sample, hint, 0), "env", reward, {"termination_reason": "replied"}, [],
                    [Turn([1, 2, 3], [1, 2, 3], [4, 5], [-1.0, -2.0])], "policy", {})
 
 
@@ -69,7 +69,7 @@ class ScriptedBackend:
     """Rewards by seed parity: even seeds constant (all 0), odd seeds informative."""
 
     def __init__(self) -> None:
-        self.played: list[list[Request]] = []
+        self.played: list[list[EpisodeRequest]] = []
 
     def sync(self, model, iteration):
         pass
@@ -175,7 +175,8 @@ def _play(model, tokenizer, env_id, seeds, hint=False, max_new_tokens=24, batch=
 
     backend = LocalBackend(model, tokenizer, env_id, {"prompt_style": "compact"}, temperature=1.0, top_p=1.0,
                            max_new_tokens=max_new_tokens, batch_episodes=batch)
-    return backend.play([Request(seed, k, hint and k % 2 == 0, 1000 * seed + k) for seed in seeds for k in range(2)])
+    return backend.play([EpisodeRequest(seed, k, hint and k % 2 == 0, 1000 * seed + k)
+                         for seed in seeds for k in range(2)])
 
 
 def test_only_completion_tokens_carry_loss(fixture_model):

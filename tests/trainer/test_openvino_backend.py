@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.trainer.test_grpo import FIXTURE, _config, _strip
-from trace_gym.agents.episodes import Request
+from trace_gym.agents.episodes import EpisodeRequest
 from trace_gym.errors import InvalidConfig
 from trace_gym.trainer.config import GRPOConfig
 
@@ -57,7 +57,7 @@ def test_rollouts_follow_the_synced_adapter(base, tmp_path):
     backend = OpenVINOBackend(base, "trace/precondition_verification-v0", {"prompt_style": "compact"},
                               adapter_dir=tmp_path / "adapters", temperature=1.0, max_new_tokens=12, dtype="float32",
                               weight_format="fp32", threads=2, in_flight=4)
-    requests = [Request(seed, k, False, 100 * seed + k) for seed in (1, 2) for k in range(2)]
+    requests = [EpisodeRequest(seed, k, False, 100 * seed + k) for seed in (1, 2) for k in range(2)]
 
     def distance() -> float:
         played = backend.play(requests)

@@ -98,14 +98,14 @@ def test_a_resumed_vllm_run_reloads_the_adapter_its_killed_run_left_loaded(tmp_p
 def test_a_server_error_is_named(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
-    from trace_gym.agents.episodes import Request
+    from trace_gym.agents.episodes import EpisodeRequest
     from trace_gym.trainer.vllm import VLLMBackend
 
     with FakeVLLM(FIXTURE) as server:
         backend = VLLMBackend([server.url], AutoTokenizer.from_pretrained(FIXTURE), "trace/airline-v0",
                               {"prompt_style": "compact"}, adapter_dir=tmp_path, retries=0)
         with pytest.raises(TraceGymError, match="no adapter loaded yet"):
-            backend.play([Request(1, 0, False, 0)])
+            backend.play([EpisodeRequest(1, 0, False, 0)])
         backend.served = "never-loaded"
         with pytest.raises(TraceGymError, match="answered 404.*never-loaded"):
-            backend.play([Request(1, 0, False, 0)])
+            backend.play([EpisodeRequest(1, 0, False, 0)])

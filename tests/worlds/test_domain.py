@@ -12,7 +12,7 @@ import pytest
 
 import trace_gym
 from tests.conftest import REPO
-from trace_gym import capability, rates, registry
+from trace_gym import capability_env, rates, registry
 from trace_gym.analysis import programmatic
 from trace_gym.errors import InvalidConfig
 from trace_gym.synthesis.tools import target_tools
@@ -42,14 +42,15 @@ def test_records_are_frozen():
 
 @pytest.mark.parametrize("d", RECORDS, ids=lambda d: d.name)
 def test_capability_views_are_the_records(d):
-    assert capability.DOMAIN_TOOLS[d.name] is d.tools
-    assert capability.WRITE_TOOLS[d.name] == d.write_tools
-    assert capability.INTRO[d.name] == d.intro
+    assert capability_env.DOMAIN_TOOLS[d.name] is d.tools
+    assert capability_env.WRITE_TOOLS[d.name] == d.write_tools
+    assert capability_env.INTRO[d.name] == d.intro
     for style in PROMPT_STYLES:
-        assert capability.POLICIES[(d.name, style)] == d.policy_text(style)
-        assert capability.system_prompt(d.name, style) == d.system_prompt(style)
-    assert set(capability.DOMAIN_TOOLS) == set(capability.WRITE_TOOLS) == set(capability.INTRO) == set(DOMAINS)
-    assert set(capability.POLICIES) == {(name, style) for name in DOMAINS for style in PROMPT_STYLES}
+        assert capability_env.POLICIES[(d.name, style)] == d.policy_text(style)
+        assert capability_env.system_prompt(d.name, style) == d.system_prompt(style)
+    assert (set(capability_env.DOMAIN_TOOLS) == set(capability_env.WRITE_TOOLS) == set(capability_env.INTRO)
+            == set(DOMAINS))
+    assert set(capability_env.POLICIES) == {(name, style) for name in DOMAINS for style in PROMPT_STYLES}
 
 
 @pytest.mark.parametrize("style", PROMPT_STYLES)
@@ -126,11 +127,11 @@ def test_an_unknown_domain_is_refused_by_name():
     with pytest.raises(InvalidConfig, match=r"unknown domain 'airlines'\. Did you mean 'airline'\?"):
         domain_named("airlines")
     with pytest.raises(InvalidConfig, match="unknown domain 'telecom'.*airline, retail"):
-        capability.system_prompt("telecom", "full")
+        capability_env.system_prompt("telecom", "full")
     with pytest.raises(InvalidConfig, match="unknown domain 'telecom'"):
-        capability.domain_toolsets({"telecom": ["calculate"]})
+        capability_env.domain_toolsets({"telecom": ["calculate"]})
     with pytest.raises(InvalidConfig, match="prompt style 'long' is unknown; allowed: full, compact"):
-        capability.system_prompt("airline", "long")
+        capability_env.system_prompt("airline", "long")
     assert isinstance(trace_gym.InvalidConfig("x"), ValueError)
 
 

@@ -1,11 +1,11 @@
 """Episodes played by a local model with the token ids and log-probabilities a policy-gradient
 loss needs (the trainer's rollouts, and TRL's through `trace_gym.interop`).
 
-`Request` is one episode to play (the driver's `Episode`: seed, sample index within its
-group, hint or not, the seed of its sampling); `Rollout` is what came back (the driver's
-`Played`: the reward, the verdict's checks, and one `Turn` per agent turn: the prompt the
-model saw, the same prompt without the hint, the sampled tokens and their log-probabilities
-under the sampler).
+The records are the driver's: `EpisodeRequest` is one episode to play (seed, sample index
+within its group, hint or not, the seed of its sampling); `PlayedEpisode` is what came back
+(the reward, the verdict's checks, and one `Turn` per agent turn: the prompt the model saw,
+the same prompt without the hint, the sampled tokens and their log-probabilities under the
+sampler). Their old names here, `Request` and `Rollout`, are deprecated.
 
 `LocalBackend` plays requests through the episode driver with the model being trained as a
 batched policy (`LocalModelPolicy.from_model`): every episode in flight shares one decode
@@ -15,14 +15,13 @@ same prompt prefill it once. The trainer's vLLM backend returns the same records
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from trace_gym.driver import Episode as Request
-from trace_gym.driver import Played as Rollout
-from trace_gym.driver import Turn
+from trace_gym.driver import EpisodeRequest, PlayedEpisode, Turn
 
-__all__ = ["Backend", "LocalBackend", "Request", "Rollout", "Turn", "sampling_seed"]
+__all__ = ["Backend", "EpisodeRequest", "LocalBackend", "PlayedEpisode", "Turn", "sampling_seed"]
 
 
 def sampling_seed(*key: int) -> int:
@@ -38,7 +37,7 @@ class Backend(Protocol):
     """Where the trainer's rollouts come from: the trained model itself (`LocalBackend`) or
     servers (the trainer's vLLM backend)."""
 
-    def play(self, requests: Sequence[Request]) -> list[Rollout]:
+    def play(self, requests: Sequence[EpisodeRequest]) -> list[PlayedEpisode]:
         """Every request played, as one rollout each."""
         ...
 
@@ -68,10 +67,23 @@ class LocalBackend:
     def sync(self, model: Any, iteration: int) -> None:
         """Nothing to do: the model is the trained one, its adapter applied in place."""
 
-    def play(self, requests: Sequence[Request]) -> list[Rollout]:
+    def play(self, requests: Sequence[EpisodeRequest]) -> list[PlayedEpisode]:
         """Every request played, in request order."""
         from trace_gym.driver import play_in_order
 
         self.policy.engine.forget()  # the weights may have changed since the last call
         return play_in_order(requests, self.policy, env_id=self.env_id, env_kwargs=self.env_kwargs,
                              in_flight=self.batch_episodes)
+
+
+_RENAMED = {"Request": "EpisodeRequest", "Rollout": "PlayedEpisode"}
+"""Old names of the driver's records here, kept importable for one release."""
+
+
+def __getattr__(name: str) -> Any:
+    # `Request` was also the target's name for a customer's request: the old names still work, warning.
+    if name in _RENAMED:
+        warnings.warn(f"trace_gym.agents.episodes.{name} is deprecated: use trace_gym.driver.{_RENAMED[name]} "
+                      f"(also importable from here)", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

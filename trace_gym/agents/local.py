@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_gym.agents.hardware import DTYPES, Placement, placement
-from trace_gym.driver import Episode, Live, Reply, Turn
+from trace_gym.driver import EpisodeRequest, Live, Reply, Turn
 from trace_gym.errors import InvalidConfig
 from trace_gym.messages import Message
 
@@ -78,7 +78,7 @@ class LocalModelPolicy:
         """Return turns only when every submitted one has ended (the schedule before continuous
         batching: with the driver's `static` batches, today's default; kept for comparison)."""
         self._waiting: dict[int, tuple[Live, list[int], list[int]]] = {}
-        self._episode = Episode(0)
+        self._episode = EpisodeRequest(0)
         self._bound = 0
 
     @classmethod
@@ -104,7 +104,7 @@ class LocalModelPolicy:
 
         return render_prompt(self.tokenizer, messages, tools)
 
-    def stream(self, episode: Episode) -> int:
+    def stream(self, episode: EpisodeRequest) -> int:
         """The seed of an episode's token stream."""
         from trace_gym.agents.engine import stream_seed
 
@@ -154,7 +154,7 @@ class LocalModelPolicy:
         """Start a new episode (for `act`): its stream is the one the driver would give it."""
         self.engine.close(("act", self._bound))
         self._bound += 1
-        self._episode = Episode(seed, sample)
+        self._episode = EpisodeRequest(seed, sample)
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> str:
         """The next turn of the bound episode."""

@@ -6,8 +6,9 @@
 entry exactly). An entry holds for a module only while all three of its key parts are
 current: the module's own sha256, the kit version (a kit that checks more must look again),
 and `library_sha256`, the hash of the trace_gym modules a generated env may import
-(`trace_gym.provenance.library_sha256` over `trace_gym.audit.static.TRACE_GYM_MODULES`), so that a change to what the module builds on needs
-a new audit and an unrelated commit does not. `isolation` is what the module ran under
+(`trace_gym.provenance.library_sha256` over `trace_gym.audit.static.TRACE_GYM_MODULES` and
+the old names it still allows, `DEPRECATED_MODULES`), so that a change to what the module
+builds on needs a new audit and an unrelated commit does not. `isolation` is what the module ran under
 during its audit: an entry made under the fallback isolation (not a boundary: the module
 could have reached the auditor) holds only where the fallback is asked for again. Written
 atomically.
@@ -59,11 +60,12 @@ def record(directory: Path, code_sha256: str, entry: dict[str, Any]) -> None:
 
 def current_key() -> dict[str, str]:
     """The parts of a lock entry's key that do not depend on the module."""
-    from trace_gym.audit.static import TRACE_GYM_MODULES
+    from trace_gym.audit.static import DEPRECATED_MODULES, TRACE_GYM_MODULES
     from trace_gym.provenance import library_sha256
     from trace_gym.testing.version import KIT_VERSION
 
-    return {"kit_version": KIT_VERSION, "library_sha256": library_sha256(TRACE_GYM_MODULES)}
+    modules = (*TRACE_GYM_MODULES, *DEPRECATED_MODULES)  # an old generated env may import a shim
+    return {"kit_version": KIT_VERSION, "library_sha256": library_sha256(modules)}
 
 
 def stale_reason(entry: dict[str, Any] | None) -> str | None:

@@ -63,7 +63,7 @@ ALLOWED_MODULES = frozenset({
 """Third-party and standard-library modules a generated env may import."""
 
 TRACE_GYM_MODULES = (
-    "trace_gym.capability", "trace_gym.capabilities", "trace_gym.env", "trace_gym.errors", "trace_gym.rng",
+    "trace_gym.capability_env", "trace_gym.capabilities", "trace_gym.env", "trace_gym.errors", "trace_gym.rng",
     "trace_gym.verdict", "trace_gym.messages", "trace_gym.tools", "trace_gym.targets.user",
     "trace_gym.statements", "trace_gym.jsondata",
     "trace_gym.worlds", "trace_gym.worlds.world", "trace_gym.worlds.people",
@@ -74,6 +74,14 @@ TRACE_GYM_MODULES = (
 )
 """The trace_gym modules a generated env may import names from (and their packages, as
 namespaces: `trace_gym`, `trace_gym.targets`)."""
+DEPRECATED_MODULES = {"trace_gym.capability": "trace_gym.capability_env"}
+"""Old names of those modules, kept importable for one release (a shim that warns): a generated
+env written against one still passes, with the names of the module it now names. The
+synthesis prompt lists only `TRACE_GYM_MODULES`."""
+_IMPORTABLE = frozenset(TRACE_GYM_MODULES) | frozenset(DEPRECATED_MODULES)
+DEPRECATED_NAMES = {"trace_gym.env": frozenset({"Episode"})}
+"""Old names of classes of those modules, served for one release by the module's `__getattr__`
+(with a warning), that a generated env written against them may still import."""
 TRACE_GYM_REFUSED = {
     "trace_gym.jsondata": {"write_json_atomic": "writes files"},
     # The coding modules run code only in the sandbox, over a fresh temporary copy of a
@@ -182,9 +190,12 @@ def _module_value(module: str) -> types.ModuleType | None:
 def trace_gym_names(module: str) -> frozenset[str]:
     """The public names a generated env may take from an allowlisted trace_gym module: what
     the module defines itself or lists in `__all__`, never a module it imported (unless that
-    module is allowlisted too)."""
+    module is allowlisted too), and the old names it still serves (`DEPRECATED_NAMES`); an old
+    module name has the names of the module it now names."""
     from trace_gym.provenance import module_file
 
+    old_names = DEPRECATED_NAMES.get(module, frozenset())
+    module = DEPRECATED_MODULES.get(module, module)
     path = module_file(module)
     if path is None:
         return frozenset()
@@ -207,14 +218,14 @@ def trace_gym_names(module: str) -> frozenset[str]:
         if name.startswith("_"):
             continue
         obj = getattr(value, name, None) if value is not None else None
-        if isinstance(obj, types.ModuleType) and f"{module}.{name}" not in TRACE_GYM_MODULES:
+        if isinstance(obj, types.ModuleType) and f"{module}.{name}" not in _IMPORTABLE:
             continue
         out.add(name)
-    return frozenset(out)
+    return frozenset(out) | old_names
 
 
 def _is_allowed_module(name: str) -> bool:
-    return name in ALLOWED_MODULES or name in TRACE_GYM_MODULES or name in _NAMESPACES
+    return name in ALLOWED_MODULES or name in _IMPORTABLE or name in _NAMESPACES
 
 
 def _top_refusal(name: str) -> str | None:
@@ -251,8 +262,8 @@ class _Checker:
         if name.startswith("_"):
             self.add(node, "private", f"{full} is private; use the module's public names")
             return None
-        if module in _NAMESPACES or module in TRACE_GYM_MODULES:
-            if full in TRACE_GYM_MODULES or full in _NAMESPACES:
+        if module in _NAMESPACES or module in _IMPORTABLE:
+            if full in _IMPORTABLE or full in _NAMESPACES:
                 return full
             if name in TRACE_GYM_REFUSED.get(module, {}):
                 self.add(node, "reach", f"{full} is refused: {TRACE_GYM_REFUSED[module][name]}")
@@ -290,7 +301,7 @@ class _Checker:
             base = self.resolve(node.value)
             if base is not None:
                 full = f"{base}.{node.attr}"
-                if full in ALLOWED_MODULES or full in TRACE_GYM_MODULES or full in _NAMESPACES:
+                if full in ALLOWED_MODULES or full in _IMPORTABLE or full in _NAMESPACES:
                     return full
         return None
 

@@ -104,7 +104,7 @@ class BaseAgentConfig:
     as often as the targets' default, a distractor record beside each."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         object.__setattr__(self, "weak_kinds", tuple(self.weak_kinds))
         require(self, "seed", isinstance(self.seed, int) and self.seed >= 0, "must be an integer >= 0")
@@ -240,7 +240,7 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
     import gymnasium as gym
 
     from trace_gym.agents.base import OraclePolicy
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import EpisodeRequest, play
     from trace_gym.registry import list_envs
     from trace_gym.seeding import demonstration_seed
 
@@ -256,7 +256,7 @@ def capability_demonstrations(config: BaseAgentConfig) -> list[dict[str, Any]]:
         seed = demonstration_seed(index + 3, config.seed)  # after the targets' blocks 1 and 2
         kept = 0
         while kept < config.capability_episodes:  # a batch of seeds at a time, in order
-            batch = [Episode(s) for s in range(seed, seed + config.capability_episodes)]
+            batch = [EpisodeRequest(s) for s in range(seed, seed + config.capability_episodes)]
             seed += config.capability_episodes
             for played in play(batch, OraclePolicy(), env_id=env_id, make_env=lambda name: gym.make(name, **style)):
                 if played.error:

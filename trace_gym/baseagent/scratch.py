@@ -96,7 +96,7 @@ class TinyAgentConfig:
     """How the demonstration episodes are drawn (target env knobs)."""
 
     def __post_init__(self) -> None:
-        from trace_gym.config import require
+        from trace_gym.validation import require
 
         require(self, "preset", self.preset in PRESETS, f"allowed: {', '.join(PRESETS)}")
         require(self, "episodes", isinstance(self.episodes, int) and 1 <= self.episodes <= 100_000, "must be in 1..100000")
@@ -161,7 +161,7 @@ def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: A
     Each seed's task kinds go in `kinds`."""
     import gymnasium as gym
 
-    from trace_gym.driver import Episode
+    from trace_gym.driver import EpisodeRequest
     from trace_gym.seeding import demonstration_seed
 
     probe = gym.make(env_id, **target_knobs(env_id, config.env_kwargs))
@@ -176,7 +176,7 @@ def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: A
                 continue
             kinds[seed - 1] = task_kinds
             made += 1
-            yield Episode(seed - 1)
+            yield EpisodeRequest(seed - 1)
     finally:
         probe.close()
 

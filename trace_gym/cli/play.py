@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Play the episode and print it."""
-    from trace_gym.driver import Episode, play
+    from trace_gym.driver import EpisodeRequest, play
     from trace_gym.registry import entry, make
 
     env_id = entry(args.env_id).id
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     spec = policy_factory(args)
     if args.policy == "random":  # its draws follow the episode's seed
         spec = spec.with_options(seed=seed)
-    (played,) = play([Episode(seed, hint=args.hint)], spec.make(), env_id=env_id, make_env=make)
+    (played,) = play([EpisodeRequest(seed, hint=args.hint)], spec.make(), env_id=env_id, make_env=make)
     record = played.record()
     if args.json:
         print(json.dumps(record))

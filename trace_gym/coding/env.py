@@ -39,11 +39,11 @@ from trace_gym.coding.repo import AWAY_SHARE, CodingTask, generate
 from trace_gym.coding.tools import RUNS, TOOLS, tool_names
 from trace_gym.coding.verify import verify_fix
 from trace_gym.coding.workspace import Repo
-from trace_gym.config import require
-from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.env import EpisodeState, NewEpisode, TraceEnv
 from trace_gym.rng import Rng
 from trace_gym.seeding import split_of
 from trace_gym.tools import Toolset
+from trace_gym.validation import require
 from trace_gym.verdict import Verdict
 from trace_gym.worlds.domain import PROMPT_STYLES
 
@@ -120,10 +120,10 @@ class CodingEpisodeEnv(TraceEnv):
         return NewEpisode(task=task, world=Repo(dict(task.files)), system_prompt=prompt,
                           opening=[msg.user(task.issue)], max_steps=self.config.max_steps, hint=self.HINT)
 
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
+    def _after_reply(self, episode: EpisodeState, text: str) -> str | None:
         return "replied"
 
-    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+    def _after_tools(self, episode: EpisodeState, names: list[str]) -> str | None:
         return self.END_REASON if self.END_TOOL in names else None
 
 

@@ -95,12 +95,12 @@ class Calibration:
         """The calibration of the staged module at `path`: its figures, the bands, and the
         problems (an episode whose env failed is one)."""
         from trace_gym.calibration import Bands, calibrate
-        from trace_gym.driver import Episode, borrowed, play
+        from trace_gym.driver import EpisodeRequest, borrowed, play
         from trace_gym.sandbox.proxy import EnvSource, RemoteEnv
 
         env = RemoteEnv(EnvSource.from_file(path))
         try:
-            episodes = [Episode(seed, sample) for seed in range(self.seeds) for sample in range(self.samples)]
+            episodes = [EpisodeRequest(seed, sample) for seed in range(self.seeds) for sample in range(self.samples)]
             # one worker instance for every episode: the driver must not close it between them
             played = play(episodes, self.policy_factory, env_id="staged", make_env=lambda _: borrowed(env))
             records = [episode.record() for episode in played]

@@ -12,7 +12,7 @@ from trace_gym.resources import read_prompt
 
 CONTRACT = """\
 - One Python module, importable on its own, that defines exactly one env class subclassing
-  `trace_gym.capability.CapabilityEnv` (or `trace_gym.env.TraceEnv`), with `capability`
+  `trace_gym.capability_env.CapabilityEnv` (or `trace_gym.env.TraceEnv`), with `capability`
   set to the capability's name.
 - A module docstring that is the spec: the task, the tools, the reward, when the episode
   ends, and a transfer rationale of 3 to 5 sentences (why training here helps on the target).

@@ -30,7 +30,7 @@ from trace_gym.targets.common import (
     told,
 )
 from trace_gym.targets.config import TargetConfig
-from trace_gym.targets.task import Request, TargetTask, call, say
+from trace_gym.targets.task import CustomerRequest, TargetTask, call, say
 from trace_gym.worlds import people
 from trace_gym.worlds.airline import DOMAIN
 from trace_gym.worlds.airline.data import (
@@ -188,7 +188,7 @@ COVERED = ("health", "weather")
 """Reasons travel insurance covers."""
 
 
-def cancel_reservation(d: Draft, forbidden: bool) -> Request:
+def cancel_reservation(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants a reservation cancelled; forbidden when no cancellation rule covers it
     (booked over 24 hours ago, not business, no flight cancelled by the airline, no insurance
     covering the reason)."""
@@ -211,7 +211,7 @@ def cancel_reservation(d: Draft, forbidden: bool) -> Request:
     fact, find = _find_reservation(d, res, "Which reservation would you like to cancel? Please give me the reservation id.")
     paid = sum(p["amount"] for p in res["payment_history"])
     plan = [*find, say("What is the reason for the cancellation?")]
-    request = Request(
+    request = CustomerRequest(
         kind="cancel_reservation",
         subject=rid,
         opening="Hi, I need to cancel a reservation.",
@@ -245,7 +245,7 @@ def cancel_reservation(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def change_flight(d: Draft, forbidden: bool) -> Request:
+def change_flight(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants a reservation moved to other flights on the same route; forbidden for
     basic economy."""
     rng, b = d.rng, d.builder
@@ -293,7 +293,7 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
     if round_trip:
         back = res["flights"][1]
         new_flights.append({"flight_number": back["flight_number"], "date": back["date"]})
-    request = Request(
+    request = CustomerRequest(
         kind="change_flight",
         subject=rid,
         opening="Hi, I'd like to change the flight on one of my reservations.",
@@ -333,7 +333,7 @@ def change_flight(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def change_cabin(d: Draft, forbidden: bool) -> Request:
+def change_cabin(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants a reservation's cabin changed; forbidden once a flight of it has flown."""
     rng, b = d.rng, d.builder
     cabin = rng.choice(("basic_economy", "economy", "business"))
@@ -352,7 +352,7 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
            "business": "economy"}[old]
     n_pax = len(res["passengers"])
     fact, find = _find_reservation(d, res, "Which reservation would you like to change? Please give me the reservation id.")
-    request = Request(
+    request = CustomerRequest(
         kind="change_cabin",
         subject=rid,
         opening="Hi, I'd like to change the cabin class of one of my reservations.",
@@ -401,7 +401,7 @@ def change_cabin(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def baggage(d: Draft, forbidden: bool) -> Request:
+def baggage(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer names the total they want; fewer bags than the reservation has would
     remove some, which the policy forbids (only the record tells which it is)."""
     rng = d.rng
@@ -417,7 +417,7 @@ def baggage(d: Draft, forbidden: bool) -> Request:
     nonfree = wanted - allowance
     fee = BAG_FEE * (nonfree - res["nonfree_baggages"])
     method = d.update_method(max(fee, 0))
-    request = Request(
+    request = CustomerRequest(
         kind="baggage",
         subject=rid,
         opening="Hi, I'd like to change the checked bags on one of my reservations.",
@@ -455,7 +455,7 @@ def baggage(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def update_passengers(d: Draft, forbidden: bool) -> Request:
+def update_passengers(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer lists the passengers as they should be, one corrected; a list longer or
     shorter than the reservation's would change their number, which the policy forbids
     (only the record tells which it is)."""
@@ -475,7 +475,7 @@ def update_passengers(d: Draft, forbidden: bool) -> Request:
         passengers.append({"first_name": rng.choice(people.FIRST_NAMES), "last_name": rng.choice(people.LAST_NAMES),
                            "dob": people.birth_date(rng)})
     names = "; ".join(f"{p['first_name']} {p['last_name']}, born {p['dob']}" for p in passengers)
-    request = Request(
+    request = CustomerRequest(
         kind="update_passengers",
         subject=rid,
         opening="Hi, I'd like to update the passengers on one of my reservations.",
@@ -508,7 +508,7 @@ def update_passengers(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def book_flight(d: Draft, forbidden: bool) -> Request:
+def book_flight(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants a new reservation booked on a route and date they describe, paid as they
     say (never forbidden)."""
     rng, b, user = d.rng, d.builder, d.user
@@ -572,7 +572,7 @@ def book_flight(d: Draft, forbidden: bool) -> Request:
         "total_baggages": bags, "nonfree_baggages": nonfree, "insurance": insurance,
     }
     fns = " and ".join(f"{f['flight_number']} on {f['date']}" for f in flights)
-    request = Request(
+    request = CustomerRequest(
         kind="book_flight",
         opening="Hi, I'd like to book a new flight.",
         instruction=(f"Book a {kind} trip from {origin} to {destination} leaving {dates}, the cheapest "
@@ -611,7 +611,7 @@ def book_flight(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def compensation(d: Draft, forbidden: bool) -> Request:
+def compensation(d: Draft, forbidden: bool) -> CustomerRequest:
     """The airline cancelled one of the customer's flights and they ask for compensation (a
     certificate per passenger); forbidden for a regular member whose reservation is neither
     insured nor business."""
@@ -631,7 +631,7 @@ def compensation(d: Draft, forbidden: bool) -> Request:
     d.cancel_flight(seg["flight_number"], seg["date"])
     amount = CANCELLED_FLIGHT_CERTIFICATE * n_pax
     fact, find = _find_reservation(d, res, "I'm sorry to hear that. Which reservation was affected? Please give me the reservation id.")
-    request = Request(
+    request = CustomerRequest(
         kind="compensation",
         subject=rid,
         opening="Hi, the airline cancelled one of my flights and I'd like compensation for the trouble.",
@@ -672,7 +672,7 @@ STATUSES_TODAY = ("on time", "delayed", "flying", "landed", "cancelled")
 """The statuses a flight has on the day it flies."""
 
 
-def flight_status(d: Draft, forbidden: bool) -> Request:
+def flight_status(d: Draft, forbidden: bool) -> CustomerRequest:
     """The status of a flight today, drawn uniformly: on later days nearly every flight is
     available, and a policy that answers "available" without looking would pass."""
     rng, b = d.rng, d.builder
@@ -682,7 +682,7 @@ def flight_status(d: Draft, forbidden: bool) -> Request:
     d.flight_date(fn, date, available=False)  # this request's own: no other may change it
     status = rng.choice(STATUSES_TODAY)
     b.set_status(fn, date, status)
-    request = Request(
+    request = CustomerRequest(
         kind="flight_status",
         opening="Hi, can you tell me the status of a flight?",
         instruction=f"Ask for the status of flight {fn} on {date}.",
@@ -698,7 +698,7 @@ def flight_status(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def bag_allowance(d: Draft, forbidden: bool) -> Request:
+def bag_allowance(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer asks how many checked bags a reservation includes at no charge (never forbidden)."""
     res = d.reservation()
     rid, cabin, n_pax = res["reservation_id"], res["cabin"], len(res["passengers"])
@@ -706,7 +706,7 @@ def bag_allowance(d: Draft, forbidden: bool) -> Request:
     per = FREE_BAGS[membership][cabin]
     total = per * n_pax
     fact, find = _find_reservation(d, res, "Which reservation is this about? Please give me the reservation id.")
-    request = Request(
+    request = CustomerRequest(
         kind="bag_allowance",
         subject=rid,
         opening="Hi, how many checked bags can I bring for free on my trip?",
@@ -724,7 +724,7 @@ def bag_allowance(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-KINDS: dict[str, Callable[[Draft, bool], Request]] = {  # the drafter of each of DOMAIN.kinds
+KINDS: dict[str, Callable[[Draft, bool], CustomerRequest]] = {  # the drafter of each of DOMAIN.kinds
     "cancel_reservation": cancel_reservation,
     "change_flight": change_flight,
     "change_cabin": change_cabin,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
+from trace_gym.validation import require
 from trace_gym.worlds.domain import PROMPT_STYLES
 
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
-from trace_gym.env import Episode, NewEpisode, TraceEnv
+from trace_gym.env import EpisodeState, NewEpisode, TraceEnv
 from trace_gym.errors import InvalidConfig
 from trace_gym.rng import Rng
 from trace_gym.targets import airline as airline_tasks
@@ -130,13 +130,13 @@ class TargetEnv(TraceEnv):
             needed.add(cap.MULTI_STEP)
         return [c for c in cap.ALL if c in needed]
 
-    def _after_reply(self, episode: Episode, text: str) -> str | None:
+    def _after_reply(self, episode: EpisodeState, text: str) -> str | None:
         assert self._user is not None
         turn = self._user.respond(text, episode.writes)
         episode.messages.append(msg.user(turn.text))
         return "user_stop" if turn.ended else None
 
-    def _after_tools(self, episode: Episode, names: list[str]) -> str | None:
+    def _after_tools(self, episode: EpisodeState, names: list[str]) -> str | None:
         return "transfer" if TRANSFER in names else None
 
     def verify(self, task: TargetTask, initial_world: World, final_world: World,

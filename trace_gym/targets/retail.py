@@ -31,7 +31,7 @@ from trace_gym.targets.common import (
     told,
 )
 from trace_gym.targets.config import TargetConfig
-from trace_gym.targets.task import Request, Step, TargetTask, call, say
+from trace_gym.targets.task import CustomerRequest, Step, TargetTask, call, say
 from trace_gym.worlds import people
 from trace_gym.worlds.retail import DOMAIN
 from trace_gym.worlds.retail.data import CATALOGUE, RetailWorld, describe_options, order_total
@@ -116,7 +116,7 @@ def _refund_timing(method: Record) -> str:
 # -- request kinds -------------------------------------------------------------------
 
 
-def cancel_order(d: Draft, forbidden: bool) -> Request:
+def cancel_order(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants an order cancelled; forbidden unless it is pending."""
     rng = d.rng
     status = rng.choice(("processed", "delivered")) if forbidden else "pending"
@@ -124,7 +124,7 @@ def cancel_order(d: Draft, forbidden: bool) -> Request:
     oid, total = order["order_id"], order_total(order)
     reason = rng.choice(tuple(REASON_PHRASES))
     fact, find = _find_order(d, order, "Which order would you like to cancel? Please give me the order id.")
-    request = Request(
+    request = CustomerRequest(
         kind="cancel_order",
         subject=oid,
         opening="Hi, I'd like to cancel an order.",
@@ -174,7 +174,7 @@ def _variant_changes(d: Draft, order: Record, n_changes: int) -> list[tuple[Reco
     return out
 
 
-def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
+def _change_items(d: Draft, forbidden: bool, delivered: bool) -> CustomerRequest:
     rng = d.rng
     kind = "exchange_items" if delivered else "modify_items"
     verb = "exchange" if delivered else "change"
@@ -187,7 +187,7 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
         f"the {product['name']}: I'd like it with {option} {value} instead, everything else the same"
         for _, product, _, option, value in changes)
     fact, find = _find_order(d, order, f"Which order would you like to {verb}? Please give me the order id.")
-    request = Request(
+    request = CustomerRequest(
         kind=kind,
         subject=oid,
         opening=f"Hi, I'd like to {verb} some items in one of my orders.",
@@ -236,13 +236,13 @@ def _change_items(d: Draft, forbidden: bool, delivered: bool) -> Request:
     return request
 
 
-def modify_items(d: Draft, forbidden: bool) -> Request:
+def modify_items(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants items of a pending order changed to other variants; forbidden unless the
     order is pending."""
     return _change_items(d, forbidden, delivered=False)
 
 
-def exchange_items(d: Draft, forbidden: bool) -> Request:
+def exchange_items(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants items of a delivered order exchanged for other variants; forbidden unless
     the order is delivered."""
     return _change_items(d, forbidden, delivered=True)
@@ -257,7 +257,7 @@ def _address_args(a: dict[str, str]) -> dict[str, str]:
     return {k: a[k] for k in ("address1", "address2", "city", "state", "country", "zip")}
 
 
-def modify_order_address(d: Draft, forbidden: bool) -> Request:
+def modify_order_address(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants an order shipped to a new address; forbidden unless the order is pending."""
     rng = d.rng
     status = "delivered" if forbidden else "pending"
@@ -265,7 +265,7 @@ def modify_order_address(d: Draft, forbidden: bool) -> Request:
     oid = order["order_id"]
     new = people.address(rng)
     fact, find = _find_order(d, order, "Which order should go to a new address? Please give me the order id.")
-    request = Request(
+    request = CustomerRequest(
         kind="modify_order_address",
         subject=oid,
         opening="Hi, I need to change the shipping address of one of my orders.",
@@ -293,7 +293,7 @@ def modify_order_address(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def modify_order_payment(d: Draft, forbidden: bool) -> Request:
+def modify_order_payment(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants to pay with their gift card; it is forbidden when the balance does
     not cover the order. The gift card is this request's alone (`generate_task` keeps other
     requests from paying with it or refunding to it, which would change its balance)."""
@@ -307,7 +307,7 @@ def modify_order_payment(d: Draft, forbidden: bool) -> Request:
     elif not forbidden and gift["balance"] < total:
         gift["balance"] = round(total + rng.integer(5, 100), 2)
     fact, find = _find_order(d, order, "Which order is this about? Please give me the order id.")
-    request = Request(
+    request = CustomerRequest(
         kind="modify_order_payment",
         subject=oid,
         opening="Hi, I'd like to change how one of my orders is paid.",
@@ -336,7 +336,7 @@ def modify_order_payment(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def return_items(d: Draft, forbidden: bool) -> Request:
+def return_items(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants items of an order returned; forbidden unless the order is delivered."""
     rng = d.rng
     status = rng.choice(("pending", "processed")) if forbidden else "delivered"
@@ -350,7 +350,7 @@ def return_items(d: Draft, forbidden: bool) -> Request:
     refund = round(sum(line["price"] for line in lines), 2)
     fact, find = _find_order(d, order, "Which order is this about? Please give me the order id.")
     where = "my gift card" if method["source"] == "gift_card" else "the original payment method"
-    request = Request(
+    request = CustomerRequest(
         kind="return_items",
         subject=oid,
         opening="Hi, I'd like to return some items I received.",
@@ -384,11 +384,11 @@ def return_items(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def modify_user_address(d: Draft, forbidden: bool) -> Request:
+def modify_user_address(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer wants their default address changed (never forbidden)."""
     new = people.address(d.rng)
     uid = d.user["user_id"]
-    request = Request(
+    request = CustomerRequest(
         kind="modify_user_address",
         opening="Hi, I moved and would like to update my default address.",
         instruction=f"Change your default address to {_address_text(new)}.",
@@ -406,7 +406,7 @@ def modify_user_address(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-def order_info(d: Draft, forbidden: bool) -> Request:
+def order_info(d: Draft, forbidden: bool) -> CustomerRequest:
     """The customer asks about an order: its tracking number, or its total (never forbidden)."""
     rng = d.rng
     tracking = rng.chance(0.5)
@@ -420,7 +420,7 @@ def order_info(d: Draft, forbidden: bool) -> Request:
     else:
         question, answer, info = ("how much did I pay for one of my orders?",
                                   f"You paid {money(total)} for order {oid}.", told("amount", amount_text(total)))
-    request = Request(
+    request = CustomerRequest(
         kind="order_info",
         subject=oid,
         opening=f"Hi, {question}",
@@ -433,7 +433,7 @@ def order_info(d: Draft, forbidden: bool) -> Request:
     return request
 
 
-KINDS: dict[str, Callable[[Draft, bool], Request]] = {  # the drafter of each of DOMAIN.kinds
+KINDS: dict[str, Callable[[Draft, bool], CustomerRequest]] = {  # the drafter of each of DOMAIN.kinds
     "cancel_order": cancel_order,
     "modify_items": modify_items,
     "exchange_items": exchange_items,

@@ -3,6 +3,7 @@ scripted user knows, the gold writes, what must be said, and the oracle's turns.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -24,8 +25,8 @@ def call(name: str, **arguments: Any) -> Step:
 
 
 @dataclass
-class Request:
-    """One thing the customer wants."""
+class CustomerRequest:
+    """One thing the customer wants (a target task holds one or more)."""
 
     kind: str
     """Request kind, e.g. 'cancel_reservation'."""
@@ -72,7 +73,7 @@ class Request:
         return bool(self.rule)
 
 
-_REQUEST_FIELDS = fields(Request)  # `asdict`, without its generic walk (several times the cost)
+_REQUEST_FIELDS = fields(CustomerRequest)  # `asdict`, without its generic walk (several times the cost)
 
 
 @dataclass
@@ -84,7 +85,7 @@ class TargetTask:
     user_id: str
     identity: dict[str, str]
     """Topic -> answer for identification questions (user id, email, name and zip)."""
-    requests: list[Request]
+    requests: list[CustomerRequest]
     intro: list[Step]
     """The oracle's identification turns, before the first request's."""
     persona: str
@@ -167,3 +168,16 @@ class TargetTask:
             "opening": self.opening,
             "requests": [{f.name: copy_json(getattr(r, f.name)) for f in _REQUEST_FIELDS} for r in self.requests],
         }
+
+
+_RENAMED = {"Request": "CustomerRequest"}
+"""Old names of this module's classes, kept importable for one release."""
+
+
+def __getattr__(name: str) -> Any:
+    # `Request` was also the trainer's name for an episode to play: the old name still works, warning.
+    if name in _RENAMED:
+        warnings.warn(f"trace_gym.targets.task.{name} is deprecated: use trace_gym.targets.task.{_RENAMED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

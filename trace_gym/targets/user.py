@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from trace_gym.statements import states
-from trace_gym.targets.task import Request, TargetTask
+from trace_gym.targets.task import CustomerRequest, TargetTask
 
 # topic -> phrases that, in a question, ask about it
 TOPICS: dict[str, tuple[str, ...]] = {
@@ -83,7 +83,7 @@ def is_question(text: str) -> bool:
     return bool(_QUESTION.search(lowered)) and not _CONFIRM.search(lowered)
 
 
-def _details(request: Request) -> str:
+def _details(request: CustomerRequest) -> str:
     return " ".join(dict.fromkeys(request.facts.values()))
 
 
@@ -126,7 +126,7 @@ class ScriptedUser:
         self.writes_at_start = 0
 
     @property
-    def request(self) -> Request:
+    def request(self) -> CustomerRequest:
         """The request the customer is on now."""
         return self.task.requests[self.index]
 
@@ -161,7 +161,7 @@ class ScriptedUser:
             return UserTurn(GIVE_UP, ended=True)
         return UserTurn("Could you help me with my request? " + req.opening)
 
-    def _wanted(self, req: Request, text: str) -> bool:
+    def _wanted(self, req: CustomerRequest, text: str) -> bool:
         """Whether a summary is of what the customer wants: it names every term of the
         request's `confirm`, and no record of theirs the request is not about."""
         if not req.confirm or not all(term.lower() in text for term in req.confirm):
@@ -180,7 +180,7 @@ class ScriptedUser:
             return "Sorry, I don't know that."
         return " ".join(answers)
 
-    def _handled(self, req: Request, reply: str, writes_so_far: int) -> bool:
+    def _handled(self, req: CustomerRequest, reply: str, writes_so_far: int) -> bool:
         text = reply.lower()
         if _REFUSAL.search(text):
             return True

@@ -39,7 +39,7 @@ from typing import Any
 from trace_gym.jsondata import json_equal
 from trace_gym.messages import Message, call_arguments
 from trace_gym.statements import names_rule, states, told_alone
-from trace_gym.targets.task import Request, TargetTask
+from trace_gym.targets.task import CustomerRequest, TargetTask
 from trace_gym.targets.user import DECLINE, YES, ask_message
 from trace_gym.tools import ToolKind, Toolset
 from trace_gym.verdict import Check, Verdict, all_or_nothing
@@ -161,7 +161,7 @@ def _values(arguments: Any) -> list[Any]:
     return list(arguments.values()) if isinstance(arguments, dict) else []
 
 
-def _forbidden_attempts(request: Request, calls: list[Call]) -> list[str]:
+def _forbidden_attempts(request: CustomerRequest, calls: list[Call]) -> list[str]:
     """The calls, accepted or not, that would have carried out a forbidden request."""
     out = []
     for c in calls:
@@ -172,7 +172,8 @@ def _forbidden_attempts(request: Request, calls: list[Call]) -> list[str]:
     return out
 
 
-def _refusal_detail(request: Request, looked: bool, refused: bool, wrong: str | None, attempted: list[str]) -> str:
+def _refusal_detail(request: CustomerRequest, looked: bool, refused: bool, wrong: str | None,
+                    attempted: list[str]) -> str:
     problems = []
     if attempted:
         problems.append(f"attempted the forbidden {', '.join(attempted)}")

@@ -3,7 +3,7 @@
 Each world package defines its record once (`trace_gym.worlds.airline.DOMAIN`,
 `trace_gym.worlds.retail.DOMAIN`) and `trace_gym.worlds.DOMAINS` collects them. Every reader
 takes its facts from there: the target envs (tools, policy, intro, world size, records,
-task kinds, step-limit bound), the capability envs (`trace_gym.capability`: tools, write
+task kinds, step-limit bound), the capability envs (`trace_gym.capability_env`: tools, write
 tools, policy, intro), the registry (target env id, entry point, description), the rates
 (target env ids), the synthesis agent (tau2 env id, tools), the property kit (the target's
 tool schemas) and the programmatic labeller (write tools).
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trace_gym import capabilities as cap
-from trace_gym.config import require
 from trace_gym.errors import InvalidConfig
 from trace_gym.tools import ToolKind, Toolset
+from trace_gym.validation import require
 
 PROMPT_STYLES = ("full", "compact")
 """System prompt styles: the full policy ("full") or the short one for tiny models ("compact")."""

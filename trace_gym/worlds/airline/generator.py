@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from trace_gym.config import require
 from trace_gym.rng import Rng
+from trace_gym.validation import require
 from trace_gym.worlds import people
 from trace_gym.worlds.airline.data import (
     AIRPORTS,

@@ -12,7 +12,6 @@ from typing import Any
 from trace_gym.errors import ToolError
 from trace_gym.schema import function, integer, record, record_list, string
 from trace_gym.tools import ToolKind, Toolset, tool
-from trace_gym.tools_common import calculate_tool, transfer_tool
 from trace_gym.worlds.airline.data import (
     AIRPORTS,
     BAG_FEE,
@@ -23,6 +22,7 @@ from trace_gym.worlds.airline.data import (
     NOW,
     AirlineWorld,
 )
+from trace_gym.worlds.generic_tools import calculate_tool, transfer_tool
 from trace_gym.worlds.world import Record
 
 READ, WRITE = ToolKind.READ, ToolKind.WRITE

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trace_gym.config import require
 from trace_gym.rng import Rng
+from trace_gym.validation import require
 from trace_gym.worlds import people
 from trace_gym.worlds.retail.data import CANCEL_REASONS, CATALOGUE, RetailWorld
 from trace_gym.worlds.world import Record

@@ -13,7 +13,7 @@ import json
 from trace_gym.errors import ToolError
 from trace_gym.schema import function, string, string_list
 from trace_gym.tools import ToolKind, Toolset, tool
-from trace_gym.tools_common import calculate_tool, transfer_tool
+from trace_gym.worlds.generic_tools import calculate_tool, transfer_tool
 from trace_gym.worlds.retail.data import CANCEL_REASONS, RetailWorld
 from trace_gym.worlds.world import Record
 
