@@ -25,10 +25,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from trace_gym.agents.hardware import vector_flags
 from trace_gym.coding.repo import generate
-from trace_gym.coding.sandbox import python_argv, run_in_repo
 from trace_gym.coding.verify import hidden_outcomes
 from trace_gym.coding.workspace import run
 from trace_gym.rng import Rng
+from trace_gym.sandbox.jail import python_argv, run_in_repo
 
 
 def timed(fn, runs: int) -> tuple[float, float]:

@@ -3,7 +3,7 @@
 The repository lives in memory (`Repo`: path -> text), so an episode forks, compares and
 records it like any world, and nothing of it outlives the episode on disk. A command gets a
 fresh temporary directory holding the repository, runs in the sandbox
-(`trace_gym.coding.sandbox`) with that directory as /repo, and what it leaves there is read
+(`trace_gym.sandbox.jail`) with that directory as /repo, and what it leaves there is read
 back: regular text files up to `FILE_KEEP_BYTES` each; links, binary and larger files are
 not kept (the output says which), and when the directory has grown past `REPO_KEEP_BYTES`
 in all, the command's changes are discarded. The directory is removed after every command.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_gym.coding.sandbox import CommandLimits, CommandResult, python_argv, run_in_repo
 from trace_gym.jsondata import sha256_json
+from trace_gym.sandbox.jail import CommandLimits, CommandResult, python_argv, run_in_repo
 
 FILE_KEEP_BYTES = 256 << 10
 """Largest file a command may leave and have kept in the repository."""

@@ -166,7 +166,7 @@ class Host:
         or `{"failed": [type name, message]}` when the client cannot run it. The client
         checks the request and may run it with less wall-clock time (what is left of the
         request's); a request out of its bounds ends this worker."""
-        from trace_gym.coding.sandbox import CommandResult  # imported before any module loads (worker.main)
+        from trace_gym.sandbox.jail import CommandResult  # imported before any module loads (worker.main)
 
         if self.streams is None:
             raise RuntimeError("commands run only while the worker serves a request")

@@ -99,7 +99,7 @@ def read_run_request(message: Any) -> tuple[dict[str, str], list[str], bytes, An
     MAX_STDIN_BYTES; every limit at most `CommandLimits()`'s: the worker may ask for less,
     never more."""
     from trace_gym.coding import workspace  # only once a worker asks: envs that run nothing pay nothing
-    from trace_gym.coding.sandbox import CommandLimits
+    from trace_gym.sandbox.jail import CommandLimits
 
     body = message.get("run") if type(message) is dict and len(message) == 1 else None
     if type(body) is not dict or body.keys() != {"files", "argv", "stdin", "limits", "keep"}:

@@ -1,5 +1,5 @@
-"""Run one command of an untrusted coding agent (or a test run of an untrusted package)
-inside a repository directory, under bubblewrap, with limits.
+"""The command jail: run one command of an untrusted coding agent (or a test run of an untrusted
+package) inside a repository directory, under bubblewrap, with limits.
 
 `run_in_repo(repo, argv)` runs `argv` with `repo` bound writable at /repo (the working
 directory) and returns a `CommandResult`: a fork bomb, an endless loop, a 10 GB write or
