@@ -6,7 +6,8 @@ directory) and returns a `CommandResult`: a fork bomb, an endless loop, a 10 GB 
 an output flood ends that command with an error result, and nothing else happens. Nothing
 the command does raises; only a sandbox that cannot start does (`IsolationUnavailable`).
 
-**What the command sees** (bubblewrap, `bwrap`): new user, PID, network, IPC, UTS and
+**What the command sees** (bubblewrap, `bwrap`, its command line built by
+`trace_gym.sandbox.bwrap` as the env worker's is): new user, PID, network, IPC, UTS and
 cgroup namespaces (no network at all), uid and gid 65534 (on the host too), no capabilities, no further user
 namespaces; the repository at /repo; a private tmpfs at /tmp (its size is the command's
 memory limit) and a small one at /dev/shm; read-only /usr, /bin, /sbin, /lib* (links as
@@ -102,7 +103,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from trace_gym.errors import InvalidConfig
-from trace_gym.sandbox import hostuser
+from trace_gym.sandbox import bwrap, hostuser
 from trace_gym.sandbox.isolation import INSTALL_HINT, MODES, IsolationUnavailable, env_mode, resolve
 
 SANDBOX_REPO = "/repo"
@@ -113,7 +114,7 @@ trace-gym runs on, so an agent's `python -c ...` runs the same Python wherever i
 SANDBOX_ENV = MappingProxyType({"PATH": f"{SANDBOX_BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
                                 "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
 """The command's whole environment."""
-SANDBOX_UID = 65534
+SANDBOX_UID = bwrap.UID
 """The command's uid and gid inside the sandbox (nobody)."""
 
 _NO_BINDS: Mapping[str, str] = MappingProxyType({})
@@ -301,36 +302,22 @@ def _masked_dirs() -> tuple[str, ...]:
 
 
 @functools.cache
-def _bwrap_head() -> tuple[str, ...]:
-    """The namespaces and identity: the argv's start, before the per-command tmpfs."""
-    return (shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent",
-            "--new-session", "--proc", "/proc", *hostuser.PROC_READ_ONLY, "--dev", "/dev")
+def _bwrap_exe() -> str:
+    return shutil.which("bwrap") or "bwrap"
 
 
 @functools.cache
-def _bwrap_body() -> tuple[str, ...]:
-    """The read-only file system, the masks and the environment (the same for every command)."""
-    argv: list[str] = []
-    for tree in _trees():
-        argv += ["--ro-bind", tree, tree]
-    for path in _TOP_DIRS:
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-    for path in _ETC:
-        if os.path.exists(path):
-            argv += ["--ro-bind", path, path]
-    for path in _interpreter()[1]:
-        argv += ["--ro-bind", path, path]
-    for name in ("python", "python3"):
-        argv += ["--symlink", _interpreter()[0], f"{SANDBOX_BIN}/{name}"]
+def _layout() -> tuple[bwrap.Mount, ...]:
+    """The read-only file system and the masks (the same for every command)."""
+    mounts = [bwrap.ro_bind(tree) for tree in _trees()]
+    mounts += [bwrap.symlink(os.readlink(path), path) for path in _TOP_DIRS if os.path.islink(path)]
+    mounts += [bwrap.ro_bind(path) for path in _ETC if os.path.exists(path)]
+    mounts += [bwrap.ro_bind(path) for path in _interpreter()[1]]
+    mounts += [bwrap.symlink(_interpreter()[0], f"{SANDBOX_BIN}/{name}") for name in ("python", "python3")]
     # Mounted after the trees they hide; remounted read-only so nothing can be put there.
     for path in _masked_dirs():
-        argv += ["--tmpfs", path, "--remount-ro", path]
-    argv.append("--clearenv")
-    for key, value in SANDBOX_ENV.items():
-        argv += ["--setenv", key, value]
-    return tuple(argv)
+        mounts += [bwrap.tmpfs(path), bwrap.remount_ro(path)]
+    return tuple(mounts)
 
 
 def _nproc_wrapper(processes: int) -> list[str]:
@@ -909,19 +896,15 @@ def _sandbox_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[st
     it is not): every bind's source where the sandbox's host user finds it."""
     # POSIX shared memory and semaphores (multiprocessing) live in /dev/shm: a small tmpfs of
     # its own, as /dev itself becomes read-only.
-    out = [*_bwrap_head(), "--size", str(shm_bytes(limits)), "--tmpfs", "/dev/shm",
-           "--size", str(tmp_bytes(limits)), "--tmpfs", "/tmp", *_bwrap_body(),
-           "--bind", repo, SANDBOX_REPO]
-    for src, dest in binds:
-        out += ["--ro-bind", src, dest]
-    # bwrap's root and /dev are tmpfs the sandbox user owns: without this, writable and unbounded
-    # memory. Last, as every mount above makes its mount point in them.
-    out += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    entry = None
+    mounts = [bwrap.tmpfs("/dev/shm", shm_bytes(limits)), bwrap.tmpfs("/tmp", tmp_bytes(limits)), *_layout(),
+              bwrap.bind(repo, SANDBOX_REPO), *(bwrap.ro_bind(src, dest) for src, dest in binds),
+              # bwrap's root and /dev are tmpfs the sandbox user owns: without this, writable and
+              # unbounded memory. Last, as every mount above makes its mount point in them.
+              bwrap.remount_ro("/dev"), bwrap.remount_ro("/")]
     if hostuser.drops_privileges():
         hostuser.give(repo)
-        out, entry = hostuser.rebind(out)
-    return [*out, "--chdir", SANDBOX_REPO, *_nproc_wrapper(limits.processes), *argv], entry
+    out, entry = bwrap.command_line(_bwrap_exe(), mounts, env=SANDBOX_ENV, chdir=SANDBOX_REPO, nested_userns=False)
+    return [*out, *_nproc_wrapper(limits.processes), *argv], entry
 
 
 def _fallback_argv(repo: str, binds: Sequence[tuple[str, str]], argv: Sequence[str]) -> list[str]:
