@@ -30,12 +30,12 @@ from trace_gym.sandbox.jail import (
 )
 
 AVAILABLE, WHY = sandbox_available()
-needs_sandbox = pytest.mark.skipif(not AVAILABLE, reason=f"bubblewrap cannot run the coding sandbox here: {WHY}")
+needs_sandbox = pytest.mark.skipif(not AVAILABLE, reason=f"bubblewrap cannot run the command jail here: {WHY}")
 
 
 def test_the_sandbox_runs_in_ci():
     if os.environ.get("CI") and not AVAILABLE:
-        pytest.fail(f"bubblewrap must run the coding sandbox in CI (.ci/run installs it): {WHY}")
+        pytest.fail(f"bubblewrap must run the command jail in CI (.ci/run installs it): {WHY}")
 
 
 @pytest.fixture

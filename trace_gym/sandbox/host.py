@@ -159,7 +159,7 @@ class Host:
 
     def run_command(self, files: dict[str, str], argv: list[str], stdin: bytes, limits: Any,
                     keep: bool) -> tuple[Any, dict[str, str] | None, list[str]]:
-        """`trace_gym.coding.workspace.run` in this worker (its runner): no sandbox starts
+        """`trace_gym.sandbox.workspace.run` in this worker (its runner): no sandbox starts
         here, so the command goes to the client in the middle of the request being served,
         as `{"run": {files, argv, stdin (base64), limits, keep}}` on the answer stream, and
         the next line of the request stream is the reply: `{"ran": {result, files, notes}}`,
