@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from trace_gym.errors import InvalidConfig
-from trace_gym.sandbox import jail
+from trace_gym.sandbox import jail, proctree
 from trace_gym.sandbox.isolation import INSTALL_HINT, IsolationUnavailable
 from trace_gym.sandbox.jail import (
     TMP_BYTES,
@@ -243,7 +243,7 @@ FORK_200 = ("import os, time\nn = 0\nfor i in range(200):\n    try:\n        if 
 def test_the_process_cap_holds(repo, monkeypatch, how):
     kernel_cap, isolation = jail.process_cap(), "bubblewrap"
     if how == "tree count":  # the fallback without a writable pids cgroup: only the count holds
-        monkeypatch.setattr(jail, "_pids_cgroup_base", lambda: None)
+        monkeypatch.setattr(proctree, "pids_cgroup_base", lambda: None)
         kernel_cap, isolation = None, "fallback"
     result = run_in_repo(repo, py(FORK_200), limits=CommandLimits(processes=8, wall_seconds=10), isolation=isolation)
     if kernel_cap is None:  # killed when its tree grew past the cap

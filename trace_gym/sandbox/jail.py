@@ -54,7 +54,8 @@ the PID namespace ends with it, so nothing it started outlives it.
   writable pids hierarchy exists (cgroup v1, or a v2 tree that delegates `pids`), which also
   counts the forks it refused; else the process tree is counted every 20 ms and the command
   killed past the cap. `process_cap()` says what holds a bubblewrap command. Either way the
-  command's end (or its PID namespace's) ends every process it started.
+  command's end (or its PID namespace's) ends every process it started. The cgroup and the
+  counts of the process tree are `trace_gym.sandbox.proctree`'s.
 
 **Never host root** (`trace_gym.sandbox.hostuser`): bubblewrap started by root maps the
 sandbox's uid to host uid 0, which may write `/proc/sys` and read root's 0400 files without
@@ -85,7 +86,6 @@ import ctypes
 import functools
 import glob
 import importlib.util
-import itertools
 import math
 import os
 import resource
@@ -97,13 +97,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from trace_gym.errors import InvalidConfig
-from trace_gym.sandbox import bwrap, hostuser
+from trace_gym.sandbox import bwrap, hostuser, proctree
 from trace_gym.sandbox.isolation import INSTALL_HINT, MODES, IsolationUnavailable, env_mode, resolve
 
 SANDBOX_REPO = "/repo"
@@ -126,7 +126,6 @@ _STDIN_CHUNK = 1 << 16
 _SHM_BYTES = 64 << 20
 TMP_BYTES = 128 << 20
 """The most a command's private /tmp holds (a tmpfs: it is memory)."""
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 def tmp_bytes(limits: CommandLimits) -> int:
@@ -336,153 +335,6 @@ def python_argv(*args: str) -> list[str]:
 # --- the process cap ------------------------------------------------------------------------
 
 
-@functools.cache
-def _pids_cgroup_base() -> str | None:
-    """A cgroup directory under which a child cgroup with `pids.max` can be made and a
-    process moved into it, or None."""
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as fh:
-            own = [line.rstrip("\n").split(":", 2) for line in fh]
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            mounts = [line.split() for line in fh]
-    except OSError:
-        return None
-    for fields in mounts:
-        sep = fields.index("-") if "-" in fields else -1
-        if sep < 0 or len(fields) < sep + 4:
-            continue
-        fstype, options, root, point = fields[sep + 1], fields[sep + 3].split(","), fields[3], fields[4]
-        if fstype == "cgroup" and "pids" in options:
-            path = next((p for _, ctl, p in own if "pids" in ctl.split(",")), None)
-        elif fstype == "cgroup2":
-            path = next((p for num, ctl, p in own if num == "0" and ctl == ""), None)
-        else:
-            continue
-        if path is None or not _under(path, root):
-            continue
-        base = os.path.normpath(os.path.join(point, os.path.relpath(path, root)))
-        if fstype == "cgroup2" and not _file_has(os.path.join(base, "cgroup.subtree_control"), "pids"):
-            continue
-        if _cgroup_works(base):
-            _remove_stale_cgroups(base)
-            return base
-    return None
-
-
-def _remove_stale_cgroups(base: str) -> None:
-    """Remove the empty cgroups of commands whose process died before removing them (killed
-    mid-command); a cgroup that still holds a process is not removable and stays."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return
-    for name in names:
-        owner = name.split("-")[3] if name.startswith("trace-gym-sandbox-") and name.count("-") == 4 else ""
-        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-            try:
-                os.rmdir(os.path.join(base, name))
-            except OSError:
-                pass
-
-
-def _file_has(path: str, word: str) -> bool:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return word in fh.read().split()
-    except OSError:
-        return False
-
-
-def _cgroup_works(base: str) -> bool:
-    group = _Cgroup.make(base, 4)
-    if group is None:
-        return False
-    try:
-        proc = subprocess.run(["true"], preexec_fn=functools.partial(_join_cgroup, group.procs, True),
-                              capture_output=True, timeout=10, check=False)
-        return proc.returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-    finally:
-        group.remove(patience=1.0)
-
-
-_counter = itertools.count()
-
-
-class _Cgroup:
-    """A pids cgroup of one command's own."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.procs = os.path.join(path, "cgroup.procs")
-
-    @classmethod
-    def make(cls, base: str, max_tasks: int) -> _Cgroup | None:
-        path = os.path.join(base, f"trace-gym-sandbox-{os.getpid()}-{next(_counter)}")
-        try:
-            os.mkdir(path)
-        except OSError:
-            return None
-        group = cls(path)
-        try:
-            with open(os.path.join(path, "pids.max"), "w", encoding="ascii") as fh:
-                fh.write(str(max_tasks))
-        except OSError:
-            group.remove()
-            return None
-        return group
-
-    def refused_forks(self) -> int:
-        """How many forks the cap refused (pids.events 'max')."""
-        try:
-            with open(os.path.join(self.path, "pids.events"), encoding="ascii") as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
-
-    def pids(self) -> list[int]:
-        """The processes in it now."""
-        try:
-            with open(self.procs, encoding="ascii") as fh:
-                return [int(p) for p in fh.read().split()]
-        except (OSError, ValueError):
-            return []
-
-    def remove(self, patience: float = 0.0) -> None:
-        """Kill what is left in it, and remove it (retrying for `patience` seconds while its
-        last processes are being reaped)."""
-        end = time.monotonic() + patience
-        while True:
-            for pid in self.pids():
-                _kill(pid)
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() >= end:
-                    return  # left behind, empty or nearly; named after this process
-                time.sleep(0.005)
-
-
-def _join_cgroup(procs: str, strict: bool) -> None:
-    try:
-        fd = os.open(procs, os.O_WRONLY)
-        try:
-            os.write(fd, b"0")  # "0": the writing process itself
-        finally:
-            os.close(fd)
-    except OSError:
-        if strict:
-            raise
-
-
 def _nproc_rlimit_holds(own_userns: bool) -> bool:
     """RLIMIT_NPROC caps a command that runs in a user namespace of its own as a uid other
     than host root (the kernel exempts root's processes from it): under bubblewrap always,
@@ -495,71 +347,9 @@ def process_cap() -> str | None:
     only the 20 ms process-tree count does (root without a writable pids cgroup)."""
     if _nproc_rlimit_holds(True):
         return "RLIMIT_NPROC inside the sandbox's user namespace"
-    if _pids_cgroup_base() is not None:
+    if proctree.pids_cgroup_base() is not None:
         return "a pids cgroup (pids.max)"
     return None
-
-
-def _walk_tree(root: int) -> Iterator[tuple[int, list[str]]]:
-    """Each process of the process tree under `root` (`root` first) with its thread ids."""
-    stack = [root]
-    while stack:
-        pid = stack.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        yield pid, tids
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
-                    stack.extend(int(c) for c in fh.read().split())
-            except (OSError, ValueError):
-                pass
-
-
-def _tree_tasks(root: int, enough: int) -> int:
-    """Tasks (processes and threads) in the process tree under `root`, counted up to `enough`."""
-    total = 0
-    for _, tids in _walk_tree(root):
-        total += len(tids)
-        if total > enough:
-            break
-    return total
-
-
-def _tree_processes(root: int) -> list[int]:
-    """The processes (thread-group leaders) in the process tree under `root`, `root` included."""
-    return [pid for pid, _ in _walk_tree(root)]
-
-
-def _resident(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * _PAGE_BYTES
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _proportional(pid: int) -> int:
-    """The process's proportional set size: each page it maps, divided by how many map it."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) << 10
-    except (OSError, ValueError, IndexError):
-        pass
-    return _resident(pid)
-
-
-def _tree_memory(root: int, cap: int) -> int:
-    """The memory the processes under `root` hold: their resident sizes summed (cheap), and
-    where that passes `cap`, their proportional shares (a page shared by n processes counted
-    1/n in each: a library, a forked parent's pages), which is what they hold together."""
-    pids = _tree_processes(root)
-    total = sum(_resident(pid) for pid in pids)
-    return total if total <= cap else sum(_proportional(pid) for pid in pids)
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -575,7 +365,7 @@ def _child_setup(rlimits: tuple[tuple[int, tuple[int, int]], ...], procs: str | 
     the sandbox's host user when the caller is root (`entry`), set the rlimits, and die with
     the parent (armed last: a change of user clears it)."""
     if procs is not None:
-        _join_cgroup(procs, False)
+        proctree.join_cgroup(procs, False)
     if entry is not None:
         hostuser.enter(entry)
     for which, value in rlimits:
@@ -599,21 +389,6 @@ def _rlimits(limits: CommandLimits) -> tuple[tuple[int, tuple[int, int]], ...]:
             soft, hard = min(soft, ceiling), min(hard, ceiling)
         out.append((which, (soft, hard)))
     return tuple(out)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
-            return [int(c) for c in fh.read().split()]
-    except (OSError, ValueError):
-        return []
 
 
 class _Capture:
@@ -650,8 +425,8 @@ def _execute(argv: list[str], *, cwd: str, repo: str, stdin: bytes, limits: Comm
     # (not always: joining one costs the command ~10 ms, a wait for an RCU grace period);
     # else the process tree is counted.
     rlimit_holds = _nproc_rlimit_holds(own_userns)
-    base = None if rlimit_holds else _pids_cgroup_base()
-    group = _Cgroup.make(base, limits.processes + _OVERHEAD_TASKS) if base is not None else None
+    base = None if rlimit_holds else proctree.pids_cgroup_base()
+    group = proctree.Cgroup.make(base, limits.processes + _OVERHEAD_TASKS) if base is not None else None
     watch = group is None and not rlimit_holds
     setup = functools.partial(_child_setup, _rlimits(limits), group.procs if group else None, os.getpid(),
                               entry)
@@ -683,16 +458,16 @@ def _execute(argv: list[str], *, cwd: str, repo: str, stdin: bytes, limits: Comm
             group.remove(patience=_DRAIN_GRACE)
 
 
-def _kill_all(proc: subprocess.Popen[bytes], group: _Cgroup | None) -> None:
+def _kill_all(proc: subprocess.Popen[bytes], group: proctree.Cgroup | None) -> None:
     """SIGKILL the command's process group and the PID namespace's first process (whose end
     takes the namespace down), and whatever is in its cgroup."""
-    first = _children(proc.pid)
+    first = proctree.children(proc.pid)
     _killpg(proc.pid)
     for pid in first:
-        _kill(pid)
+        proctree.kill(pid)
     if group is not None:
         for pid in group.pids():
-            _kill(pid)
+            proctree.kill(pid)
 
 
 _ENTRY_BYTES = 4096  # what one file or folder costs the file system at least (an inode, a block)
@@ -717,7 +492,7 @@ def _tree_bytes(root: str, enough: int) -> int:
     return total
 
 
-def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimits, group: _Cgroup | None,
+def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimits, group: proctree.Cgroup | None,
                watch: bool, start: float, repo: str) -> CommandResult:
     assert proc.stdout is not None and proc.stderr is not None
     deadline = start + limits.wall_seconds
@@ -788,12 +563,12 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
                 break
             if watch and not exited and now >= next_count:
                 next_count = now + _WATCH_PERIOD
-                if _tree_tasks(proc.pid, cap) > cap:
+                if proctree.tree_tasks(proc.pid, cap) > cap:
                     over_cap = True
                     break
             if not exited and now >= next_memory:
                 next_memory = now + _WATCH_PERIOD
-                if _tree_memory(proc.pid, memory_cap) > memory_cap:
+                if proctree.tree_memory(proc.pid, memory_cap) > memory_cap:
                     over_memory = True
                     break
             if not exited and now >= next_disk:
