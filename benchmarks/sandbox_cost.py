@@ -8,7 +8,7 @@ median and the 90th percentile in milliseconds:
 - `true`: an empty repository and `sh -c true` (bubblewrap, its namespaces and limits);
 - `python -c pass`: the interpreter starting in the sandbox;
 - `run_tests`: a coding-v0 task's visible suite (`python tests/run.py`), its repository
-  copied in and read back as the agent's tool does (`trace_gym.coding.workspace.run`);
+  copied in and read back as the agent's tool does (`trace_gym.sandbox.workspace.run`);
 - `hidden tests`: the verifier's run of the task's hidden tests on the package
   (`trace_gym.coding.verify.hidden_outcomes`).
 """
@@ -25,10 +25,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from trace_gym.agents.hardware import vector_flags
 from trace_gym.coding.repo import generate
-from trace_gym.coding.sandbox import python_argv, run_in_repo
 from trace_gym.coding.verify import hidden_outcomes
-from trace_gym.coding.workspace import run
 from trace_gym.rng import Rng
+from trace_gym.sandbox.jail import python_argv, run_in_repo
+from trace_gym.sandbox.workspace import run
 
 
 def timed(fn, runs: int) -> tuple[float, float]:

@@ -45,8 +45,9 @@ from trace_gym.coding.env import CodingConfig, CodingEpisodeEnv
 from trace_gym.coding.repo import CodingTask, second_bug
 from trace_gym.coding.tools import tool_names
 from trace_gym.coding.verify import marked_lines
-from trace_gym.coding.workspace import Repo, run, runner_argv
+from trace_gym.coding.workspace import Repo
 from trace_gym.jsondata import dumps
+from trace_gym.sandbox.workspace import run, runner_argv
 from trace_gym.verdict import Check, Verdict
 
 CAPABILITY = cap.REPRODUCTION

@@ -32,3 +32,26 @@ def test_a_cycle_is_found_and_named():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def sandbox_imports_of_coding(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, what it imports) for every import from the sandbox package into the coding domain."""
+    def under(module: str, package: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    return sorted((module, target) for module, targets in graph.items() if under(module, "trace_gym.sandbox")
+                  for target in targets if under(target, "trace_gym.coding"))
+
+
+def test_the_sandbox_package_imports_nothing_of_the_coding_domain():
+    # The coding domain builds on the sandbox (the jail, the workspace), never the reverse: a
+    # sandbox that imports a domain is wired across it, as the two sandboxes once were.
+    found = sandbox_imports_of_coding(import_graph(REPO))
+    assert found == [], "imports from trace_gym.sandbox into trace_gym.coding (inside functions too):\n" + "\n".join(
+        f"{module} imports {target}" for module, target in found)
+
+
+def test_an_import_of_the_coding_domain_from_the_sandbox_is_found():
+    graph = {"trace_gym.sandbox.pool": {"trace_gym.sandbox.protocol"}, "trace_gym.sandbox": {"trace_gym.coding"},
+             "trace_gym.coding.env": {"trace_gym.sandbox.workspace"}, "trace_gym.sandboxes": {"trace_gym.coding.x"}}
+    assert sandbox_imports_of_coding(graph) == [("trace_gym.sandbox", "trace_gym.coding")]

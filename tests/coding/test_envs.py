@@ -9,9 +9,9 @@ import pytest
 
 import trace_gym  # noqa: F401  (registers the envs)
 from trace_gym.coding import DOMAIN
-from trace_gym.coding.sandbox import python_argv, sandbox_available
 from trace_gym.coding.verify import hidden_outcomes, package_files
-from trace_gym.coding.workspace import run
+from trace_gym.sandbox.jail import python_argv, sandbox_available
+from trace_gym.sandbox.workspace import run
 from trace_gym.seeding import SPLITS
 from trace_gym.testing.adversaries import fit_seeds
 from trace_gym.testing.coding import ADVERSARIES, FIX_BOUNDED, LOCALIZATION_BOUNDED, _special_case, learnt_patches

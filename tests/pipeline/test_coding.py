@@ -15,13 +15,13 @@ import pytest
 from tests.conftest import REPO
 from trace_gym import capabilities as cap
 from trace_gym.coding import DOMAIN
-from trace_gym.coding.sandbox import sandbox_available
 from trace_gym.errors import InvalidConfig
 from trace_gym.pipeline.config import load
 from trace_gym.pipeline.contract import Run, State
 from trace_gym.pipeline.stages import STAGES
 from trace_gym.pipeline.stages.base_agent import STAGE as BASE_AGENT
 from trace_gym.pipeline.stages.base_agent import BaseAgentTable
+from trace_gym.sandbox.jail import sandbox_available
 
 FIXTURE = REPO / "tests" / "fixtures" / "tiny_agent"
 MICRO = {"rollout": {"episodes": 2}, "calibrate": {"seeds": 1, "samples": 2},

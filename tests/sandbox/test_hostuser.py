@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.audit.mutants import mutant
-from tests.coding.test_sandbox import needs_sandbox
 from tests.conftest import requires_bubblewrap
 from tests.sandbox.test_isolation import RUN_PROBE
-from trace_gym.coding.sandbox import python_argv, run_in_repo
+from tests.sandbox.test_jail import needs_sandbox
 from trace_gym.sandbox import EnvSource, Limits, RemoteEnv, WorkerPool, hostuser
+from trace_gym.sandbox.jail import python_argv, run_in_repo
 
 SETTINGS = ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/stat_interval", "/proc/sys/kernel/modprobe")
 ROOT_ONLY = ("/proc/sys/kernel/cad_pid", "/proc/timer_list", "/proc/sys/kernel/usermodehelper/bset")

@@ -8,8 +8,8 @@ import pytest
 
 from trace_gym.coding.env import CodingEnv
 from trace_gym.coding.repo import _inputs
-from trace_gym.coding.sandbox import sandbox_available
 from trace_gym.rng import Rng
+from trace_gym.sandbox.jail import sandbox_available
 from trace_gym.testing import CODING_PROPERTIES, CUSTOMER_SERVICE_PROPERTIES, EnvRef, default_properties
 from trace_gym.testing.coding import adversaries_score_nothing, f2p_not_vacuous
 from trace_gym.verdict import Verdict

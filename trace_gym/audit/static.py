@@ -70,7 +70,7 @@ TRACE_GYM_MODULES = (
     "trace_gym.worlds.airline", "trace_gym.worlds.airline.data",
     "trace_gym.worlds.retail", "trace_gym.worlds.retail.data", "trace_gym.schema",
     "trace_gym.coding", "trace_gym.coding.env", "trace_gym.coding.repo", "trace_gym.coding.templates",
-    "trace_gym.coding.tools", "trace_gym.coding.verify", "trace_gym.coding.workspace",
+    "trace_gym.coding.tools", "trace_gym.coding.verify", "trace_gym.coding.workspace", "trace_gym.sandbox.workspace",
 )
 """The trace_gym modules a generated env may import names from (and their packages, as
 namespaces: `trace_gym`, `trace_gym.targets`)."""
@@ -84,9 +84,9 @@ DEPRECATED_NAMES = {"trace_gym.env": frozenset({"Episode"})}
 (with a warning), that a generated env written against them may still import."""
 TRACE_GYM_REFUSED = {
     "trace_gym.jsondata": {"write_json_atomic": "writes files"},
-    # The coding modules run code only in the sandbox, over a fresh temporary copy of a
-    # repository (`run`); these two take any directory of this machine.
-    "trace_gym.coding.workspace": {"materialize": "writes files", "read_back": "reads files"},
+    # A workspace runs code only in the command jail, over a fresh temporary copy of its
+    # files (`run`); these two take any directory of this machine.
+    "trace_gym.sandbox.workspace": {"materialize": "writes files", "read_back": "reads files"},
 }
 """Names of those modules that are refused all the same."""
 _NAMESPACES = frozenset({"trace_gym", "trace_gym.targets"})

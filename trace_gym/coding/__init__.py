@@ -4,7 +4,7 @@ Per seed, a small Python package with one injected bug, the issue a user writes 
 and hidden tests (`trace_gym.coding.repo`, from the templates of
 `trace_gym.coding.templates`); SWE-agent-style tools over the repository
 (`trace_gym.coding.tools`); every command and test run in a bubblewrap sandbox with limits
-(`trace_gym.coding.sandbox`); verifiers that decide outside the sandbox
+(`trace_gym.sandbox.jail`); verifiers that decide outside the sandbox
 (`trace_gym.coding.verify`). The target env is `trace/coding-v0` (`trace_gym.coding.env`);
 the capability envs `trace/code_localization-v0` and `trace/issue_reproduction-v0` ship in
 generated_envs/. `DOMAIN` is the domain's record; importing this package imports no env

@@ -10,7 +10,7 @@ style and function order vary per seed; test seeds add templates no train seed h
 Tools (SWE-agent's interface in spirit, `trace_gym.coding.tools`): list_files, open_file,
 search, edit_file, create_file, run_command, run_tests, submit. Commands and tests run in
 a bubblewrap sandbox over a copy of the repository: no network, about 10 s of CPU, 1 GiB,
-64 MiB per file, a process cap (`trace_gym.coding.sandbox`).
+64 MiB per file, a process cap (`trace_gym.sandbox.jail`).
 
 Reward. After submit (or a reply without a tool call), the package's .py files are copied
 into a fresh sandbox and the hidden tests' calls run there; their outcomes are compared

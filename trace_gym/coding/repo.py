@@ -47,7 +47,6 @@ from typing import Any
 
 from trace_gym import capabilities as cap
 from trace_gym.coding.mutate import BUG_KINDS, Site, mutate, near_returns, node_lines, one_edit_away, rename, restyle, sites
-from trace_gym.coding.runner import exception_name
 from trace_gym.coding.templates import (
     ATTRIBUTES,
     CONSTANTS,
@@ -65,6 +64,7 @@ from trace_gym.coding.templates import (
 from trace_gym.errors import InternalError
 from trace_gym.jsondata import copy_json
 from trace_gym.rng import Rng
+from trace_gym.sandbox.runner import exception_name
 
 _ADJECTIVES = ("tidy", "brisk", "quiet", "amber", "lucky", "swift", "plain", "merry", "noble", "sunny", "keen")
 _NOUNS = ("ledger", "otter", "kettle", "harbor", "lantern", "meadow", "comet", "parcel", "quill", "willow")

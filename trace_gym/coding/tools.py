@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_gym.coding.workspace import Repo, clean_path, run
+from trace_gym.coding.workspace import Repo
 from trace_gym.errors import ToolError
+from trace_gym.sandbox.workspace import clean_path, run
 from trace_gym.schema import function, integer, string
 from trace_gym.tools import ToolKind, Toolset, tool
 

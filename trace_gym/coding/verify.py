@@ -4,7 +4,7 @@ a reproduction test must tell apart.
 `hidden_outcomes` copies the agent's package (its .py files only: nothing else of the
 repository, so no file the agent placed where tests might go is read) into a fresh
 sandbox, adds nothing of the hidden tests but their inputs (sent on stdin), and reads back
-one outcome per call through the runner's marked lines (`trace_gym.coding.runner`). The
+one outcome per call through the runner's marked lines (`trace_gym.sandbox.runner`). The
 verdict is made here, comparing each with the expected outcome computed from trace-gym's own
 correct package, which never enters the sandbox. A missing, repeated or malformed result
 line fails its test.
@@ -23,9 +23,10 @@ from typing import Any
 
 from trace_gym import messages as msg
 from trace_gym.coding.repo import CodingTask, HiddenTest, same_outcome
-from trace_gym.coding.runner import MARK
 from trace_gym.coding.tools import EDITS
-from trace_gym.coding.workspace import Repo, run, runner_argv
+from trace_gym.coding.workspace import Repo
+from trace_gym.sandbox.runner import MARK
+from trace_gym.sandbox.workspace import run, runner_argv
 from trace_gym.verdict import Check, Verdict
 
 

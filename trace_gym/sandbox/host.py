@@ -159,14 +159,14 @@ class Host:
 
     def run_command(self, files: dict[str, str], argv: list[str], stdin: bytes, limits: Any,
                     keep: bool) -> tuple[Any, dict[str, str] | None, list[str]]:
-        """`trace_gym.coding.workspace.run` in this worker (its runner): no sandbox starts
+        """`trace_gym.sandbox.workspace.run` in this worker (its runner): no sandbox starts
         here, so the command goes to the client in the middle of the request being served,
         as `{"run": {files, argv, stdin (base64), limits, keep}}` on the answer stream, and
         the next line of the request stream is the reply: `{"ran": {result, files, notes}}`,
         or `{"failed": [type name, message]}` when the client cannot run it. The client
         checks the request and may run it with less wall-clock time (what is left of the
         request's); a request out of its bounds ends this worker."""
-        from trace_gym.coding.sandbox import CommandResult  # imported before any module loads (worker.main)
+        from trace_gym.sandbox.jail import CommandResult  # imported before any module loads (worker.main)
 
         if self.streams is None:
             raise RuntimeError("commands run only while the worker serves a request")

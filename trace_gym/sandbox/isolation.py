@@ -7,7 +7,8 @@ trace-gym runs as root: `trace_gym.sandbox.hostuser`), /proc/sys read-only; it s
 interpreter, the shared libraries, site-packages and trace_gym's own sources read-only, the
 module under audit read-only, and nothing else of the file system; its only writable path is a private
 tmpfs at /tmp. It dies with its parent, and every program it starts lives in its PID
-namespace, so nothing it started outlives it. The process limits below apply on top.
+namespace, so nothing it started outlives it. The process limits below apply on top. (bwrap's
+command line is built by `trace_gym.sandbox.bwrap`, as the command jail's is.)
 
 Where bubblewrap cannot run, making a worker raises `IsolationUnavailable`, saying how to
 install it. The **fallback** (mode 'fallback': `--isolation fallback` or
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gym.errors import InvalidConfig, TraceGymError
-from trace_gym.sandbox import hostuser
+from trace_gym.sandbox import bwrap, hostuser
 
 MODES = ("bubblewrap", "fallback")
 INSTALL_HINT = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap), or, knowing that it is "
@@ -142,7 +143,7 @@ def bubblewrap_status() -> tuple[bool, str]:
     if exe is None:
         return False, "bwrap is not installed (Debian package: bubblewrap)"
     try:
-        prefix, entry = _bwrap_prefix(exe, ())
+        prefix, entry = _bwrap_prefix(exe, (), _child_env({}))
         argv = [*prefix, sys.executable, "-c", "import trace_gym.sandbox.worker"]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_child_env({}),
                               preexec_fn=None if entry is None else functools.partial(hostuser.enter, entry))
@@ -185,28 +186,29 @@ _SYSTEM_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libexec")
 _TOP_LINKS = ("/lib", "/lib64", "/lib32")
 
 
-def _bwrap_prefix(exe: str, extra_readable: tuple[str, ...]) -> tuple[list[str], hostuser.Entry | None]:
-    """bwrap and its options, and what the child does before it when the caller is root
-    (None when it is not): every bind's source where the sandbox's host user finds it."""
-    argv = [exe, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--proc", "/proc", *hostuser.PROC_READ_ONLY, "--dev", "/dev",
-            "--tmpfs", "/tmp", "--chdir", "/tmp"]
+def _mounts(extra_readable: tuple[str, ...]) -> list[bwrap.Mount]:
+    """What a worker's file system holds: a private /tmp, the system's shared libraries, and
+    read-only what it may read (`readable_paths`, and `extra_readable`)."""
+    mounts = [bwrap.tmpfs("/tmp")]
     # The shared libraries the interpreter and numpy link against; no /usr/bin, no shell.
-    for path in _SYSTEM_DIRS:
-        if os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
+    mounts += [bwrap.ro_bind(path) for path in _SYSTEM_DIRS if os.path.isdir(path)]
     for path in _TOP_LINKS:
         if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
+            mounts.append(bwrap.symlink(os.readlink(path), path))
         elif os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
+            mounts.append(bwrap.ro_bind(path))
     if os.path.exists("/etc/ld.so.cache"):
-        argv += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    for path in [*readable_paths(), *extra_readable]:
-        argv += ["--ro-bind", path, path]
-    if not hostuser.drops_privileges():
-        return argv, None
-    return hostuser.rebind(argv)
+        mounts.append(bwrap.ro_bind("/etc/ld.so.cache"))
+    mounts += [bwrap.ro_bind(path) for path in [*readable_paths(), *extra_readable]]
+    return mounts
+
+
+def _bwrap_prefix(exe: str, extra_readable: tuple[str, ...],
+                  env: dict[str, str]) -> tuple[list[str], hostuser.Entry | None]:
+    """bwrap and its options for a worker (`bwrap.command_line`: in /tmp, with `env` as its
+    whole environment), and what the child does before it when the caller is root (None when
+    it is not)."""
+    return bwrap.command_line(exe, _mounts(extra_readable), env=env, chdir="/tmp")
 
 
 def _child_env(extra: dict[str, str]) -> dict[str, str]:
@@ -240,10 +242,7 @@ def worker_command(isolation: Isolation, readable: tuple[str, ...] = (), env: di
     python = [sys.executable, "-m", WORKER_MODULE]
     child_env = _child_env(env or {})
     if isolation.sandboxed:
-        argv, entry = _bwrap_prefix(shutil.which("bwrap") or "bwrap", readable)
-        argv.append("--clearenv")
-        for key, value in child_env.items():
-            argv += ["--setenv", key, value]
+        argv, entry = _bwrap_prefix(shutil.which("bwrap") or "bwrap", readable, child_env)
         return Command([*argv, *python], {"PATH": child_env["PATH"]}, "/", entry=entry)
     cwd = tempfile.mkdtemp(prefix="trace-gym-worker-")
     child_env["HOME"] = cwd

@@ -6,7 +6,7 @@ Every answer is hostile until read: at most `MAX_ANSWER_BYTES` a line, JSON nest
 `MAX_DEPTH` deep, and no number that is not finite (NaN, Infinity, 1e999); a worker that
 breaks any of these is killed, and what it sent is never used.
 
-So is a command of the coding sandbox that a worker asks the client to run in the middle of
+So is a command of the command jail that a worker asks the client to run in the middle of
 a request (`{"run": ...}` in place of an answer; see trace_gym.sandbox.host.Host.run_command):
 it is run here, in the sandbox, only when `read_run_request` finds it within bounds, at most
 `MAX_RUNS` times a request and within the request's wall-clock bound; otherwise the worker
@@ -93,13 +93,13 @@ def read_answer(line: bytes) -> Any:
 
 def read_run_request(message: Any) -> tuple[dict[str, str], list[str], bytes, Any, bool]:
     """A worker's `{"run": {files, argv, stdin, limits, keep}}` as the arguments of
-    `trace_gym.coding.workspace.run`; ValueError says why it is refused. The files are a
+    `trace_gym.sandbox.workspace.run`; ValueError says why it is refused. The files are a
     repository as `run` keeps one (canonical relative paths, at most `REPO_KEEP_BYTES` of
     text and `MAX_FILES` files); argv is 1 to MAX_ARGV words; stdin (base64) at most
     MAX_STDIN_BYTES; every limit at most `CommandLimits()`'s: the worker may ask for less,
     never more."""
-    from trace_gym.coding import workspace  # only once a worker asks: envs that run nothing pay nothing
-    from trace_gym.coding.sandbox import CommandLimits
+    from trace_gym.sandbox import workspace  # only once a worker asks: envs that run nothing pay nothing
+    from trace_gym.sandbox.jail import CommandLimits
 
     body = message.get("run") if type(message) is dict and len(message) == 1 else None
     if type(body) is not dict or body.keys() != {"files", "argv", "stdin", "limits", "keep"}:

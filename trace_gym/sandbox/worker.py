@@ -17,8 +17,8 @@ Requests (`op`, plus the instance `id` the client chose), and the answer's value
 - world_hash -> the episode's initial world hash; render -> render() in ansi mode;
   close -> null.
 
-While serving a request, the env may run a command of the coding sandbox
-(`trace_gym.coding.workspace.run`), which cannot start here: the worker sends `{"run": ...}`
+While serving a request, the env may run a command in the command jail
+(`trace_gym.sandbox.workspace.run`), which cannot start here: the worker sends `{"run": ...}`
 instead of an answer and reads the client's reply as the next line of its input, then goes
 on (see `Host.run_command`; the client checks and bounds each such request).
 
@@ -104,14 +104,14 @@ def _checked_dataclasses() -> None:
 
 
 def main() -> None:
-    """Serve requests until the input ends: import what the worker needs, have coding
+    """Serve requests until the input ends: import what the worker needs, have jailed
     commands sent to the client, then guard `dataclasses`, install the audit hook, and only
     then load any module."""
     sys.dont_write_bytecode = True
     requests, answers = _protocol_streams()
     # Everything the worker itself needs is imported before the hook and before any module:
-    # the coding sandbox too, which loads the C library as it is imported (refused after).
-    from trace_gym.coding import workspace
+    # the command jail too, which loads the C library as it is imported (refused after).
+    from trace_gym.sandbox import workspace
     from trace_gym.sandbox.host import Host
 
     host = Host()

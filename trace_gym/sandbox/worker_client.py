@@ -135,8 +135,8 @@ class Worker:
         return bound
 
     def _run_for_worker(self, message: Any, runs: int, bound: float, end: float) -> None:
-        """Run the command the worker asked for (see `read_run_request`) in the coding
-        sandbox, as `workspace.run` runs it in a trusted process, with at most what is left of
+        """Run the command the worker asked for (see `read_run_request`) in the command
+        jail, as `workspace.run` runs it in a trusted process, with at most what is left of
         the request's time, and send the reply: `{"ran": {result, files, notes}}`, or
         `{"failed": [type name, message]}` when it cannot run here. A request out of bounds
         kills the worker (WorkerLost)."""
@@ -148,7 +148,7 @@ class Worker:
         except ValueError as exc:
             self.kill(f"sent {exc}")
             raise WorkerLost(self.lost or "") from None
-        from trace_gym.coding import workspace
+        from trace_gym.sandbox import workspace
 
         left = end - time.monotonic()
         if left <= 0:

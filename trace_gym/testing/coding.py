@@ -58,7 +58,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trace_gym.coding import DOMAIN
-from trace_gym.coding.runner import MARK
+from trace_gym.sandbox.runner import MARK
 from trace_gym.testing.restorer import docstring_restorer, restorer_fix, restorer_locate
 from trace_gym.testing.search import mutation_locator, mutation_search
 

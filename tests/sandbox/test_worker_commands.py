@@ -1,4 +1,4 @@
-"""Coding-sandbox commands asked for by an env worker: the client runs them (the worker
+"""Jailed commands asked for by an env worker: the client runs them (the worker
 cannot), checks every request as hostile, and bounds how many and how long."""
 
 from __future__ import annotations
@@ -12,10 +12,19 @@ import gymnasium as gym
 import pytest
 
 from tests.conftest import REPO
-from trace_gym.coding import DOMAIN, workspace
-from trace_gym.coding.sandbox import CommandLimits, CommandResult, sandbox_available
-from trace_gym.sandbox import EnvSource, Limits, RemoteEnv, RemoteEnvError, WorkerLost, WorkerPool, WorkerTimeout
+from trace_gym.coding import DOMAIN
+from trace_gym.sandbox import (
+    EnvSource,
+    Limits,
+    RemoteEnv,
+    RemoteEnvError,
+    WorkerLost,
+    WorkerPool,
+    WorkerTimeout,
+    workspace,
+)
 from trace_gym.sandbox.isolation import IsolationUnavailable, bubblewrap_status
+from trace_gym.sandbox.jail import CommandLimits, CommandResult, sandbox_available
 from trace_gym.sandbox.pool import MAX_RUNS, MAX_STDIN_BYTES, read_run_request
 from trace_gym.testing import EnvRef, KitSettings, policies, run_property
 
@@ -59,11 +68,11 @@ def test_the_coding_target_is_deterministic_across_fresh_workers():
     assert result.passed, result.detail
 
 
-def test_the_client_imports_the_coding_sandbox_only_when_a_worker_asks():
+def test_the_client_imports_the_command_jail_only_when_a_worker_asks():
     script = ("import sys\nfrom trace_gym.sandbox import WorkerPool, RemoteEnv\n"
               "from trace_gym.testing import EnvRef\n"
-              "assert 'trace_gym.coding.workspace' not in sys.modules\n"
-              "assert 'trace_gym.coding.sandbox' not in sys.modules\n")
+              "assert 'trace_gym.sandbox.workspace' not in sys.modules\n"
+              "assert 'trace_gym.sandbox.jail' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
 
 
@@ -72,9 +81,9 @@ def test_the_client_imports_the_coding_sandbox_only_when_a_worker_asks():
 HOSTILE = '''
 import base64, json, os, time
 
-from trace_gym.coding import workspace
 from trace_gym.coding.env import CodingEnv
-from trace_gym.coding.sandbox import CommandLimits
+from trace_gym.sandbox import workspace
+from trace_gym.sandbox.jail import CommandLimits
 
 
 def _raw(body, read=True):

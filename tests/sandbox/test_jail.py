@@ -1,4 +1,4 @@
-"""The coding sandbox: a command runs in its repository and nowhere else, sees none of
+"""The command jail: a command runs in its repository and nowhere else, sees none of
 trace_gym's sources nor any site-packages, and a fork bomb, an endless loop, a 10 GB write
 or an output flood ends that command with an error result, leaving nothing behind."""
 
@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.coding import sandbox
-from trace_gym.coding.sandbox import (
+from trace_gym.errors import InvalidConfig
+from trace_gym.sandbox import jail, proctree
+from trace_gym.sandbox.isolation import INSTALL_HINT, IsolationUnavailable
+from trace_gym.sandbox.jail import (
     TMP_BYTES,
     CommandLimits,
     CommandResult,
@@ -26,16 +28,14 @@ from trace_gym.coding.sandbox import (
     run_in_repo,
     sandbox_available,
 )
-from trace_gym.errors import InvalidConfig
-from trace_gym.sandbox.isolation import INSTALL_HINT, IsolationUnavailable
 
 AVAILABLE, WHY = sandbox_available()
-needs_sandbox = pytest.mark.skipif(not AVAILABLE, reason=f"bubblewrap cannot run the coding sandbox here: {WHY}")
+needs_sandbox = pytest.mark.skipif(not AVAILABLE, reason=f"bubblewrap cannot run the command jail here: {WHY}")
 
 
 def test_the_sandbox_runs_in_ci():
     if os.environ.get("CI") and not AVAILABLE:
-        pytest.fail(f"bubblewrap must run the coding sandbox in CI (.ci/run installs it): {WHY}")
+        pytest.fail(f"bubblewrap must run the command jail in CI (.ci/run installs it): {WHY}")
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ def test_the_environment_is_cleared(repo, monkeypatch):
     result = run_in_repo(repo, py("import os, json; print(json.dumps(dict(os.environ)))"))
     env = json.loads(result.stdout)
     assert "TRACE_GYM_TEST_SECRET" not in env
-    assert {k: env[k] for k in ("PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE")} == dict(sandbox.SANDBOX_ENV)
+    assert {k: env[k] for k in ("PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE")} == dict(jail.SANDBOX_ENV)
 
 
 @needs_sandbox
@@ -241,9 +241,9 @@ FORK_200 = ("import os, time\nn = 0\nfor i in range(200):\n    try:\n        if 
 @needs_sandbox
 @pytest.mark.parametrize("how", ["here", "tree count"])
 def test_the_process_cap_holds(repo, monkeypatch, how):
-    kernel_cap, isolation = sandbox.process_cap(), "bubblewrap"
+    kernel_cap, isolation = jail.process_cap(), "bubblewrap"
     if how == "tree count":  # the fallback without a writable pids cgroup: only the count holds
-        monkeypatch.setattr(sandbox, "_pids_cgroup_base", lambda: None)
+        monkeypatch.setattr(proctree, "pids_cgroup_base", lambda: None)
         kernel_cap, isolation = None, "fallback"
     result = run_in_repo(repo, py(FORK_200), limits=CommandLimits(processes=8, wall_seconds=10), isolation=isolation)
     if kernel_cap is None:  # killed when its tree grew past the cap
@@ -256,7 +256,7 @@ def test_the_process_cap_holds(repo, monkeypatch, how):
 
 def test_under_bubblewrap_the_kernel_caps_processes_whoever_runs_trace_gym():
     # A root caller's sandbox runs as an unprivileged host user, whom RLIMIT_NPROC holds.
-    assert sandbox.process_cap() == "RLIMIT_NPROC inside the sandbox's user namespace"
+    assert jail.process_cap() == "RLIMIT_NPROC inside the sandbox's user namespace"
 
 
 @needs_sandbox
@@ -313,7 +313,7 @@ def test_a_commands_processes_are_capped_together(repo):
     assert result.limit == "memory" and result.returncode is None and not result.ok, result
     assert "memory limit" in result.describe() and took < 3
     # Within the share (1 GiB less /tmp and /dev/shm): all three run to the end.
-    assert sandbox.process_memory(CommandLimits()) == (1 << 30) - TMP_BYTES - (64 << 20)
+    assert jail.process_memory(CommandLimits()) == (1 << 30) - TMP_BYTES - (64 << 20)
     result = run_in_repo(repo, py(HOLD.format(n=3, mib=150)), limits=CommandLimits(memory_bytes=1 << 30))
     assert result.ok and result.stdout == "held\n" * 3, result
 
@@ -321,7 +321,7 @@ def test_a_commands_processes_are_capped_together(repo):
 @needs_sandbox
 def test_scratch_space_counts_against_the_memory(repo):
     limits = CommandLimits(memory_bytes=256 << 20)
-    assert sandbox.tmp_bytes(limits) == 64 << 20 and sandbox.shm_bytes(limits) == 32 << 20
+    assert jail.tmp_bytes(limits) == 64 << 20 and jail.shm_bytes(limits) == 32 << 20
     code = "for i in range(4):\n    open(f'/tmp/big{i}', 'wb').write(b'x' * (30 << 20))"
     assert "No space left on device" in run_in_repo(repo, py(code), limits=limits).stderr
 
@@ -404,7 +404,7 @@ def test_bad_repos_and_binds_are_refused(repo, tmp_path):
 
 
 def test_without_bubblewrap_it_raises_unless_the_fallback_is_asked_for(repo, monkeypatch):
-    monkeypatch.setattr(sandbox, "sandbox_available", lambda: (False, "bwrap is not installed"))
+    monkeypatch.setattr(jail, "sandbox_available", lambda: (False, "bwrap is not installed"))
     monkeypatch.delenv("TRACE_GYM_ISOLATION", raising=False)
     with pytest.raises(IsolationUnavailable) as info:
         run_in_repo(repo, ["true"])
