@@ -26,12 +26,12 @@ own exception.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from trace_gym.deprecation import renamed
 from trace_gym.errors import InvalidConfig, PolicyError
 from trace_gym.messages import Message
 from trace_gym.seeding import split_of
@@ -487,14 +487,5 @@ def play_one(env: Any, policy: Any, *, env_id: str, seed: int, sample: int = 0, 
     return played
 
 
-_RENAMED = {"Episode": "EpisodeRequest", "Played": "PlayedEpisode"}
-"""Old names of this module's classes, kept importable for one release."""
-
-
-def __getattr__(name: str) -> Any:
-    # `Episode` was also the env's name for its state of an episode: the old names still work, warning.
-    if name in _RENAMED:
-        warnings.warn(f"trace_gym.driver.{name} is deprecated: use trace_gym.driver.{_RENAMED[name]}",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `Episode` was also the env's name for its state of an episode: the old names still work, warning.
+__getattr__ = renamed(__name__, {"Episode": "EpisodeRequest", "Played": "PlayedEpisode"})

@@ -21,7 +21,6 @@ hints and rendering the same way.
 from __future__ import annotations
 
 import inspect
-import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from trace_gym import messages as msg
 from trace_gym.actions import parse_action
+from trace_gym.deprecation import renamed
 from trace_gym.errors import EpisodeError, InvalidConfig
 from trace_gym.rng import Rng
 from trace_gym.spaces import ActionSpace, ConversationSpace
@@ -330,14 +330,5 @@ class TraceEnv(gym.Env[list, Any]):
         return None
 
 
-_RENAMED = {"Episode": "EpisodeState"}
-"""Old names of this module's classes, kept importable for one release."""
-
-
-def __getattr__(name: str) -> Any:
-    # `Episode` was also the driver's name for an episode to play: the old name still works, warning.
-    if name in _RENAMED:
-        warnings.warn(f"trace_gym.env.{name} is deprecated: use trace_gym.env.{_RENAMED[name]}",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `Episode` was also the driver's name for an episode to play: the old name still works, warning.
+__getattr__ = renamed(__name__, {"Episode": "EpisodeState"})

@@ -15,10 +15,10 @@ same prompt prefill it once. The trainer's vLLM backend returns the same records
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from trace_gym.deprecation import renamed
 from trace_gym.driver import EpisodeRequest, PlayedEpisode, Turn
 
 __all__ = ["Backend", "EpisodeRequest", "LocalBackend", "PlayedEpisode", "Turn", "sampling_seed"]
@@ -76,14 +76,5 @@ class LocalBackend:
                              in_flight=self.batch_episodes)
 
 
-_RENAMED = {"Request": "EpisodeRequest", "Rollout": "PlayedEpisode"}
-"""Old names of the driver's records here, kept importable for one release."""
-
-
-def __getattr__(name: str) -> Any:
-    # `Request` was also the target's name for a customer's request: the old names still work, warning.
-    if name in _RENAMED:
-        warnings.warn(f"trace_gym.agents.episodes.{name} is deprecated: use trace_gym.driver.{_RENAMED[name]} "
-                      f"(also importable from here)", DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `Request` was also the target's name for a customer's request: the old names still work, warning.
+__getattr__ = renamed(__name__, {"Request": "EpisodeRequest", "Rollout": "PlayedEpisode"}, home="trace_gym.driver")

@@ -3,11 +3,11 @@ scripted user knows, the gold writes, what must be said, and the oracle's turns.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trace_gym import capabilities as cap
+from trace_gym.deprecation import renamed
 from trace_gym.jsondata import copy_json
 
 # An oracle turn: {"say": text} or {"call": {"name": ..., "arguments": {...}}}.
@@ -170,14 +170,5 @@ class TargetTask:
         }
 
 
-_RENAMED = {"Request": "CustomerRequest"}
-"""Old names of this module's classes, kept importable for one release."""
-
-
-def __getattr__(name: str) -> Any:
-    # `Request` was also the trainer's name for an episode to play: the old name still works, warning.
-    if name in _RENAMED:
-        warnings.warn(f"trace_gym.targets.task.{name} is deprecated: use trace_gym.targets.task.{_RENAMED[name]}",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `Request` was also the trainer's name for an episode to play: the old name still works, warning.
+__getattr__ = renamed(__name__, {"Request": "CustomerRequest"})
