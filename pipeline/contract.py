@@ -88,6 +88,16 @@ class StageTable:
         return json.loads(json.dumps(dataclasses.asdict(cast(Any, self))))
 
 
+@dataclass(frozen=True)
+class PlayingTable(StageTable):
+    """A table whose stage plays episodes: how long a turn may be and how many play at once."""
+
+    max_new_tokens: int = 192
+    """Tokens per agent turn at most."""
+    batch: int = 16
+    """Episodes in flight at once (a local model generates them together)."""
+
+
 class Record:
     """A stage's outputs as a dataclass, stored as JSON in the run's `stages/NAME.json`.
 

@@ -9,21 +9,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trace_gym.pipeline import estimates
-from trace_gym.pipeline.contract import Block, Contender, Record, RunConfig, Stage, StageTable, State, Step
+from trace_gym.pipeline.contract import Block, Contender, PlayingTable, Record, RunConfig, Stage, State, Step
 from trace_gym.pipeline.playing import codes, play
 
 
 @dataclass(frozen=True)
-class EvalTable(StageTable):
+class EvalTable(PlayingTable):
     """`[eval]`: how many test seeds, and the generation length and batch of every contender."""
 
     TABLE: ClassVar[str] = "eval"
     seeds: int = 16
     """Test seeds per target (the first of the test split)."""
-    max_new_tokens: int = 192
-    """Tokens per agent turn at most."""
-    batch: int = 16
-    """Episodes in flight at once."""
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trace_gym.pipeline import estimates
-from trace_gym.pipeline.contract import Record, RunConfig, Stage, StageTable, State, Step
+from trace_gym.pipeline.contract import PlayingTable, Record, RunConfig, Stage, State, Step
 from trace_gym.pipeline.playing import codes, file_sha, play
 from trace_gym.pipeline.stages.base_agent import STAGE as BASE_AGENT
 from trace_gym.pipeline.stages.base_agent import base_spec
@@ -16,17 +16,13 @@ from trace_gym.seeding import band
 
 
 @dataclass(frozen=True)
-class RolloutTable(StageTable):
+class RolloutTable(PlayingTable):
     """`[rollout]`: the analysis rollouts, and the generation length and batch every episode
-    of the base agent plays with."""
+    of the base agent plays with (calibration's too)."""
 
     TABLE: ClassVar[str] = "rollout"
     episodes: int = 32
     """Train seeds per target."""
-    max_new_tokens: int = 192
-    """Tokens per agent turn at most."""
-    batch: int = 16
-    """Episodes in flight at once (a local model generates them together)."""
 
 
 @dataclass

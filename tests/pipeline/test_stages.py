@@ -21,6 +21,8 @@ class SummaryTable(StageTable):
     """`[summary]`."""
 
     TABLE: ClassVar[str] = "summary"
+    heading: str = "Summary"
+    """The report's heading of the stage's section."""
     top: int = 3
     """How many capabilities the summary names."""
 
@@ -51,7 +53,7 @@ class SummaryStage(Stage[SummaryTable, Summary]):
         return [Step(self.name, f"name the first {self.config(config).top} capabilities", 0.0, "no model")]
 
     def report(self, state: State) -> list[Block]:
-        return [Block("h2", "Summary"), Block("p", "Named: " + ", ".join(state.get(self).names) + ".")]
+        return [Block("h2", self.config(state.config).heading), Block("p", "Named: " + ", ".join(state.get(self).names) + ".")]
 
 
 @pytest.fixture
@@ -90,7 +92,7 @@ def test_a_toy_stage_added_to_the_list_runs_in_a_smoke_pipeline_and_is_reused(tm
     assert "--summary-top INT" in capsys.readouterr().out
 
     config.write_text("[summary]\ntops = 2\n")
-    with pytest.raises(InvalidConfig, match=r"\[summary\] has unknown key\(s\) \['tops'\]; allowed: top"):
+    with pytest.raises(InvalidConfig, match=r"\[summary\] has unknown key\(s\) \['tops'\]; allowed: heading, top"):
         run_pipeline(config, tmp_path / "other", "smoke")
 
 
