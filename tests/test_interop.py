@@ -103,10 +103,10 @@ def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
 
 
 def _readme_trl_block() -> str:
-    """The python block of the README's "Other trainers" section."""
+    """The python block of the README's "Use with your trainer" section."""
     import re
 
-    section = (REPO / "README.md").read_text().split("### Other trainers", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "README.md").read_text().split("## Use with your trainer", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     assert len(blocks) == 1, "the section shows one python block"
     return blocks[0]
@@ -124,7 +124,7 @@ def test_the_readmes_trl_example_runs_as_written(tmp_path, monkeypatch):
         assert code.count(old) == 1, f"the README's TRL example no longer has {old}"
         code = code.replace(old, new)
     namespace: dict = {}
-    exec(compile(code, "README.md (Other trainers)", "exec"), namespace)
+    exec(compile(code, "README.md (Use with your trainer)", "exec"), namespace)
     trainer = namespace["trainer"]
     assert trainer.state.global_step == 1
     assert namespace["env_id"] == "trace/precondition_verification-v0"

@@ -90,17 +90,18 @@ def test_an_unknown_policy_or_argument_is_named():
 
 
 def test_the_readmes_registration_example_runs():
-    """The README's block itself: executed, it registers a policy that then plays by name."""
+    """The docs' block itself (docs/policies.md): executed, it registers a policy that then
+    plays by name."""
     import re
 
     from tests.conftest import REPO
 
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "policies.md").read_text(), flags=re.S)
     (code,) = [b for b in blocks if 'register_policy("greeter"' in b]
     _POLICIES.pop("greeter", None)
     namespace: dict = {}
     try:
-        exec(compile(code, "README.md (policy registry)", "exec"), namespace)
+        exec(compile(code, "docs/policies.md (policy registry)", "exec"), namespace)
         assert "greeter" in policy_names() and namespace["policy"].act([], []) == "Hello, how can I help?"
     finally:
         _POLICIES.pop("greeter", None)
