@@ -12,6 +12,7 @@ knob is checked by the env itself when it is made, with its own error naming the
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,9 @@ key by key there), `train` (a GRPOConfig, also read by `trace-gym train`) and `e
 def load(path: str | Path) -> dict[str, Any]:
     """The run configuration at `path` (or the shipped one of that name), its tables checked:
     the one TOML reader of every step."""
-    try:
+    if sys.version_info >= (3, 11):  # a version check, not an ImportError, so that a type checker follows it
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10: its backport, a dependency there
+    else:  # Python 3.10: its backport, a dependency there
         import tomli as tomllib
     from trace_gym.resources import SHIPPED_CONFIGS, config_path
 
