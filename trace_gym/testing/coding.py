@@ -469,7 +469,8 @@ an audit's worker, whose CPU time is capped), the snapshot test's 0.0 on
 issue_reproduction (bound 0.1)."""
 
 
-def adversaries_score_nothing(env: Any, seeds_played: Sequence[int], heuristic_seeds: Sequence[int] | None = None) -> str:
+def adversaries_score_nothing(env: Any, seeds_played: Sequence[int],
+                              heuristic_seeds: Sequence[int] | None = None) -> str:
     """Every adversary of the env's set scores 0 on each of `seeds_played`; each bounded
     heuristic's mean over `heuristic_seeds` (default: `seeds_played`; the first `FEWER_SEEDS`
     of them for the heuristics listed there) stays within its bound.
