@@ -505,7 +505,10 @@ def test_bad_json_in_an_output_file_is_refused_at_its_line(run_dir):
         list(read_openhands(bad))
     for row, says in [("[1, 2]", "line 1: not a JSON object"), ('{"history": []}', "line 1: no 'instance_id'"),
                       ('{"instance_id": "x", "history": {}}', "line 1: 'history' must be a list of events"),
-                      ('{"instance_id": "x", "history": [{"id": 1}]}', r"line 1: history\[0\] is not an event")]:
+                      ('{"instance_id": "x", "history": [{"id": 1}]}', r"line 1: history\[0\] is not an event"),
+                      ('{"instance_id": "x", "history": [{"action": ["run"]}]}', r"history\[0\]\.action must be a string"),
+                      ('{"instance_id": "x", "history": [[{"action": 3}, {"observation": "run"}]]}',
+                       r"history\[0\]\.action must be a string")]:
         write(run_dir / "bad" / "output.jsonl", row + "\n")
         with pytest.raises(MalformedFile, match=says):
             list(read_openhands(run_dir / "bad" / "output.jsonl"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 from trace_gym.jsondata import dumps, dumps_tree, loads
@@ -139,7 +140,7 @@ def _parse_message(msg: dict) -> ParsedAction:
         return ParsedAction(content, (_invalid(_dump(raw_calls), "tool_calls must be a list"),))
     if not raw_calls:
         return parse_text(content or "")
-    calls = tuple(_call_from_mapping(tc, lambda tc=tc: _dump(tc)) for tc in raw_calls)
+    calls = tuple(_call_from_mapping(tc, partial(_dump, tc)) for tc in raw_calls)
     return ParsedAction(_THINK.sub("", content).strip() or None if content else None, calls)
 
 

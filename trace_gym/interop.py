@@ -95,7 +95,7 @@ def trl_dataset(env_id: str, seeds: Iterable[int], **env_kwargs: Any) -> Any:
     JSON), `env_id` and `seed`."""
     from datasets import Dataset
 
-    rows = {"prompt": [], "env_id": [], "seed": []}
+    rows: dict[str, list[str | int]] = {"prompt": [], "env_id": [], "seed": []}
     env = make_env(env_id, **env_kwargs)
     try:
         for seed in seeds:
@@ -158,10 +158,11 @@ class TRLRollouts:
         (`trace_reward`), as TRL's `rollout_func` returns them."""
         from trace_gym.agents.episodes import EpisodeRequest, LocalBackend, sampling_seed
 
-        requests, seen = [], {}
+        requests: list[Request] = []
+        seen: dict[int, int] = {}
         for prompt in prompts:
             try:
-                row = json.loads(prompt) if isinstance(prompt, str) else None
+                row: Any = json.loads(prompt) if isinstance(prompt, str) else None  # JSON, checked below
                 seed = int(row["seed"])
             except (ValueError, TypeError, KeyError):
                 raise TraceGymError("TRLRollouts takes the prompts of trace_gym.interop.trl_dataset "

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
-from json.encoder import c_make_encoder, encode_basestring_ascii
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]  # see _DEFAULTS
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ def copy_json(value: Any) -> Any:
 
 # json.dumps builds a new encoder (and, to catch cycles, a dict of the containers it is in)
 # on every call; a step serialises several small values, where that set-up is a good part
-# of the cost. `_encoder` builds what json.dumps builds with its default settings.
+# of the cost. `_encoder` builds what json.dumps builds with its default settings. (typeshed
+# leaves out c_make_encoder, json's C accelerator, None where there is none.)
 _DEFAULTS = json.JSONEncoder()
 
 
@@ -38,7 +39,8 @@ def _encoder(markers: dict | None) -> Any:
 
 
 if c_make_encoder is None:  # no C accelerator (not CPython): json's own pure-Python path
-    _checked_dumps = json.dumps
+    def _checked_dumps(value: Any) -> str:
+        return json.dumps(value)
 
     def dumps_tree(value: Any) -> str:
         """`json.dumps(value)`, byte for byte, for a value known to hold no cycle."""
@@ -66,7 +68,7 @@ def dumps(value: Any) -> str:
         raise ValueError("nested deeper than the JSON encoder goes") from None
 
 
-_scan_once = json.JSONDecoder().scan_once
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__; typeshed omits it
 
 
 def loads(text: str | bytes) -> Any:

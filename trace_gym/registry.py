@@ -26,17 +26,19 @@ from typing import Any
 
 import gymnasium as gym
 
-from trace_gym.errors import TraceGymError, UnknownEnv
 from trace_gym.coding import DOMAIN as CODING
-from trace_gym.worlds import DOMAINS
+from trace_gym.coding import CodingDomain
+from trace_gym.errors import TraceGymError, UnknownEnv
+from trace_gym.worlds import DOMAINS, Domain
 
 NAMESPACE = "trace"
 # A safety bound only: every env ends its episodes itself (task step limits).
 MAX_EPISODE_STEPS = 400
 
+_DOMAINS: tuple[Domain | CodingDomain, ...] = (*DOMAINS.values(), CODING)
 BUILTIN: dict[str, dict[str, str]] = {
     d.target_env_id: {"entry_point": d.target_entry_point, "description": d.target_description}
-    for d in (*DOMAINS.values(), CODING)
+    for d in _DOMAINS
 }
 """The built-in target envs, one per domain record (`trace_gym.worlds.DOMAINS`, then the
 coding domain's, `trace_gym.coding.DOMAIN`): id -> entry point and description. The records

@@ -24,14 +24,15 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
+from collections.abc import Set as AbstractSet
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trace_gym import rates
-from trace_gym.driver import EpisodeRequest, episode_id, play
+from trace_gym.driver import EpisodeRequest, PlayedEpisode, episode_id, play
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
 
@@ -96,7 +97,7 @@ class RecordFile:
     def __init__(self, path: Path, fingerprint: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.fingerprint = fingerprint
-        self.ids: set[str] = set()
+        self.ids: set[str | None] = set()  # None: a record without an id (not one of the driver's)
         self._offset = 0
         self._lines = 1
 
@@ -183,7 +184,7 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def plan(env_id: str, seeds: Iterable[int], samples: int, done: set[str]) -> list[Job]:
+def plan(env_id: str, seeds: Iterable[int], samples: int, done: AbstractSet[str | None]) -> list[Job]:
     """The (seed, sample) episodes whose ids are not in `done`, in seed order."""
     return [job for seed in seeds for sample in range(samples)
             if (job := Job(env_id, seed, sample)).id not in done]
@@ -226,8 +227,10 @@ def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path
             return summary
         episodes = [EpisodeRequest(job.seed, job.sample, hint) for job in jobs]
         start = time.perf_counter()
-        played = play(episodes, factory, env_id=env_id, env_kwargs=env_kwargs, in_flight=workers,
-                      threads=workers if threaded else 0)
+        # play is a generator function (annotated as returning an Iterator), so it has close()
+        played = cast(Generator[PlayedEpisode, None, None],
+                      play(episodes, factory, env_id=env_id, env_kwargs=env_kwargs, in_flight=workers,
+                           threads=workers if threaded else 0))
         # closing: a failed append ends the episodes still in flight (envs, threads) at once
         with closing(played), _progress(progress, len(jobs), env_id) as advance:
             for episode in played:

@@ -12,6 +12,7 @@ knob is checked by the env itself when it is made, with its own error naming the
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,9 @@ def load(path: str | Path) -> dict[str, Any]:
     checked: the one TOML reader of every step. Which tables a file may hold is the
     pipeline's to say (its stages declare them: `trace_gym.pipeline.config.check_tables`,
     which every command that takes `--config` runs); each reader checks the keys of its own."""
-    try:
+    if sys.version_info >= (3, 11):  # a version check, not an ImportError, so that a type checker follows it
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10: its backport, a dependency there
+    else:  # Python 3.10: its backport, a dependency there
         import tomli as tomllib
     from trace_gym.resources import SHIPPED_CONFIGS, config_path
 

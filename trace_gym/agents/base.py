@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from trace_gym.driver import BatchedPolicy
 from trace_gym.errors import InvalidConfig
 from trace_gym.messages import Message
 from trace_gym.rng import Rng
@@ -32,6 +33,11 @@ class Policy(Protocol):
         """The agent's next turn given the conversation so far and the tools (OpenAI
         function schemas): a tool-call dict, an assistant message or text."""
         ...
+
+
+AnyPolicy = Policy | BatchedPolicy
+"""What a registered policy's factory makes: a turn-by-turn `Policy`, or a
+`trace_gym.driver.BatchedPolicy` (a local model's, which batches its episodes itself)."""
 
 
 class OraclePolicy:
@@ -88,7 +94,7 @@ episodes, benchmarks/engine.py) and the torch engine (`trace_gym.agents.local`: 
 unfused, the trainer's in-process rollouts)."""
 DEFAULT_ENGINE = "openvino"
 def local_policy(engine: str = DEFAULT_ENGINE, constrain_calls: bool = False, lockstep: bool = False,
-                 **kwargs: Any) -> Policy:
+                 **kwargs: Any) -> AnyPolicy:
     """A local model on `engine` (the "local" policy): the torch policy's arguments
     (`trace_gym.agents.local.LocalModelPolicy`), `constrain_calls` on OpenVINO only and
     `lockstep` on torch only."""

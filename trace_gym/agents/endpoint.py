@@ -27,12 +27,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
 from trace_gym.errors import InvalidConfig, TraceGymError
 from trace_gym.messages import Message
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
 
 class EndpointError(TraceGymError):
@@ -160,8 +163,11 @@ class EndpointPolicy:
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             try:
+                # the conversation and the tools are OpenAI chat messages and function schemas, as JSON
                 response = self.client.chat.completions.create(
-                    model=self.model, messages=messages, tools=tools or None,
+                    model=self.model, messages=cast("list[ChatCompletionMessageParam]", messages),
+                    # the SDK sends None as null (as before), though its annotation admits no None
+                    tools=cast("list[ChatCompletionToolUnionParam]", tools) or None,  # type: ignore[arg-type]
                     temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self._seed)
             except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
                     openai.InternalServerError) as exc:

@@ -175,6 +175,12 @@ class _Row:
     def start(self) -> int:
         return self.end - len(self.ids)
 
+    def next_logits(self) -> torch.Tensor:
+        """`logits`, which a generating row has from its prefill on."""
+        if self.logits is None:
+            raise RuntimeError(f"conversation {self.key!r} generates without the logits of its next token")
+        return self.logits
+
 
 @dataclass
 class _Opening:
@@ -383,24 +389,25 @@ class Engine:
         return best
 
     def _prefill_submitted(self) -> None:
-        waiting = [i for i, r in enumerate(self.rows) if r.prompt is not None]
+        waiting = {i: r.prompt for i, r in enumerate(self.rows) if r.prompt is not None}
         if not waiting:
             return
         if not self.k:
-            self._first_arena(self.rows[waiting[0]].prompt, self.rows[waiting[0]])
+            first = next(iter(waiting))
+            self._first_arena(waiting[first], self.rows[first])
         # every row generating after this step ends at `end`: room on the left for the
         # longest prompt, on the right for the longest turn
-        longest = max(len(self.rows[i].prompt) for i in waiting)
+        longest = max(len(prompt) for prompt in waiting.values())
         room = max(r.budget for r in self.rows if r.prompt is not None or r.generating) + 1
         end = self.end if longest <= self.end else longest + 64
         if end != self.end or end + room > self.capacity[1] or len(self.rows) > self.capacity[0]:
             self._layout(self.k[0], len(self.rows), end, end + room + 64)
-        for i in waiting:
-            self._prefill(i)
+        for i, prompt in waiting.items():
+            self._prefill(i, prompt)
 
-    def _prefill(self, i: int) -> None:
+    def _prefill(self, i: int, prompt: list[int]) -> None:
+        """Prefill row i with `prompt`, the one submitted for it, reusing what it or a donor holds."""
         row = self.rows[i]
-        prompt = row.prompt
         keep = common_prefix(row.ids, prompt) if self.reuse else 0
         copied = 0
         if keep < len(prompt) - 1 and keep < 16:  # a new conversation (or one that changed early)
@@ -419,12 +426,12 @@ class Engine:
             have = keep
         row.ids = prompt[:have]
         row.end = start + have
-        layers = [ViewLayer(self.k[l][i: i + 1, :, start: end], self.v[l][i: i + 1, :, start: end], have)
-                  for l in range(self.n_layers)]
+        cache = Cache(layers=[ViewLayer(self.k[l][i: i + 1, :, start: end], self.v[l][i: i + 1, :, start: end], have)
+                              for l in range(self.n_layers)])
         new = prompt[have:]
         out = self.model(input_ids=torch.tensor([new], device=self.device),
                          position_ids=torch.arange(have, len(prompt), device=self.device)[None],
-                         cache=Cache(layers=layers), use_cache=True, logits_to_keep=1)
+                         cache=cache, use_cache=True, logits_to_keep=1)
         row.ids, row.end = prompt, end
         row.logits = out.logits[0, -1].float().cpu()
         row.prompt, row.generating = None, True
@@ -438,8 +445,11 @@ class Engine:
         probe = [DynamicLayer() for _ in range(self.n_layers)]
         self.model(input_ids=torch.tensor([prompt[:1]], device=self.device),
                    position_ids=torch.zeros((1, 1), dtype=torch.long, device=self.device),
-                   cache=Cache(layers=probe), use_cache=True, logits_to_keep=1)
+                   # a new list: transformers annotates `layers` as a list of its layer union
+                   cache=Cache(layers=list(probe)), use_cache=True, logits_to_keep=1)
         like = probe[0].keys
+        if like is None:
+            raise RuntimeError(f"{type(self.model).__name__}'s first forward left no keys in the cache")
         rows = max(8, len(self.rows))
         columns = max(1024, len(prompt) + 64 + row.budget + 64)
         shape = (rows, like.shape[1], columns, like.shape[-1])
@@ -474,7 +484,7 @@ class Engine:
     def _sample(self, active: list[int]) -> list[int]:
         """Draw every active row's next token; return the rows whose turn ended."""
         rows = [self.rows[i] for i in active]
-        logits = torch.stack([r.logits for r in rows])                                   # (A, V)
+        logits = torch.stack([r.next_logits() for r in rows])                            # (A, V)
         u = stream_uniforms([r.seed for r in rows], [r.draws for r in rows])
         chosen = sample(logits, [r.temperature for r in rows], [r.top_p for r in rows], u).tolist()
         want = [n for n, r in enumerate(rows) if r.logprobs]
@@ -521,11 +531,12 @@ class Engine:
                     for layer in t:
                         layer[n, :, lo: r.start] = 0
                 self.zeroed[n] = (lo, r.start)
-        layers = [ViewLayer(self.k[l][:A, :, lo:], self.v[l][:A, :, lo:], end - lo) for l in range(self.n_layers)]
+        cache = Cache(layers=[ViewLayer(self.k[l][:A, :, lo:], self.v[l][:A, :, lo:], end - lo)
+                              for l in range(self.n_layers)])
         tokens = torch.tensor([[r.next_token] for r in rows], device=self.device)               # (A, 1)
         positions = torch.tensor([[len(r.ids)] for r in rows], device=self.device)             # (A, 1)
         out = self.model(input_ids=tokens, position_ids=positions, attention_mask=mask.to(self.device),
-                         cache=Cache(layers=layers), use_cache=True)
+                         cache=cache, use_cache=True)
         logits = out.logits[:, -1].float().cpu()                                               # (A, V)
         self.end = end + 1
         for n, r in enumerate(rows):

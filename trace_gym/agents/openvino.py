@@ -355,7 +355,7 @@ class OpenVINOPolicy:
         g = self.genai
         if not self._pending and not self._waiting:
             return []
-        out = []
+        out: list[tuple[Live, Reply]] = []
         while not out:
             self._admit()
             self.pipeline.step()

@@ -163,6 +163,9 @@ def _convert(source: Path, dest: Path, weight_format: str) -> dict[str, str]:
         """A cache layer that starts from given keys and values (transformers' own starts
         from an empty 1-D tensor, whose concatenation the converter cannot express)."""
 
+        keys: torch.Tensor  # set at construction: never None, unlike a DynamicLayer's before its first update
+        values: torch.Tensor
+
         def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
             super().__init__()
             self.keys, self.values, self.device, self.is_initialized = keys, values, keys.device, True

@@ -70,6 +70,16 @@ def target_positions(sequences: Sequence[Sequence[int]], prompt_lengths: Sequenc
     return out
 
 
+def _targets(sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None,
+             positions: Sequence[Sequence[int]] | None) -> Sequence[Sequence[int]]:
+    """`positions`, or else the completion positions after `prompt_lengths` (one of the two names them)."""
+    if positions is not None:
+        return positions
+    if prompt_lengths is None:
+        raise ValueError("the target tokens need prompt_lengths or positions: neither was given")
+    return target_positions(sequences, prompt_lengths)
+
+
 def build_tree(sequences: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]) -> Node:
     """The prefix tree of `sequences` (a root with no tokens), with every target token
     (`sequences[i][p]` for p in `positions[i]`, each p >= 1) attached, in flat order, to the
@@ -123,11 +133,20 @@ def _token_logp(lm, hidden: torch.Tensor, at: list[int], target: list[int], temp
     return torch.log_softmax(logits, -1).gather(-1, target_ids)[:, 0]                      # (P,)
 
 
+def _keys_values(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
+    """A cache layer's keys and values, which the forward that used it has set."""
+    if layer.keys is None or layer.values is None:
+        raise RuntimeError("the forward left a cache layer without keys and values")
+    return layer.keys, layer.values
+
+
 def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None, token_loss: TokenLoss | None,
-         temperature: float, out: torch.Tensor, first: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+         temperature: float, out: torch.Tensor,
+         first: int = 0) -> list[tuple[torch.Tensor | None, torch.Tensor | None]] | None:
     """Run `node` and its subtree; with `token_loss`, back-propagate them and return the
     gradient left on `parent`'s keys and values (of the layers from `first` on: below the
-    first layer that trains, keys and values depend on no trainable weight)."""
+    first layer that trains, keys and values depend on no trainable weight, and their
+    gradient is None)."""
     grad = token_loss is not None
     leaves = None
     if parent is not None:
@@ -144,14 +163,15 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
     device = out.device
     hidden = lm.model(input_ids=torch.tensor([node.tokens], device=device),   # (1, n)
                       position_ids=torch.arange(node.start, node.start + n, device=device)[None],
-                      cache=Cache(layers=layers), use_cache=True).last_hidden_state[0]   # (n, H)
-    kv = [(layer.keys, layer.values) for layer in layers]                     # each (1, heads, start + n, D)
+                      # a new list: transformers annotates `layers` as a list of its layer union
+                      cache=Cache(layers=list(layers)), use_cache=True).last_hidden_state[0]   # (n, H)
+    kv = [_keys_values(layer) for layer in layers]                            # each (1, heads, start + n, D)
     loss = None
     if node.at:
         logp = _token_logp(lm, hidden, node.at, node.target, temperature)
         index = torch.tensor(node.index, device=device)
         out[index] = logp.detach()
-        if grad:
+        if token_loss is not None:
             loss = token_loss(logp, index)
     child_grads: list[torch.Tensor | None] = [None] * (2 * len(kv))
     for child in node.children:
@@ -160,7 +180,8 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
             for j, (gk, gv) in enumerate(g):
                 for slot, t in ((2 * j, gk), (2 * j + 1, gv)):
                     if t is not None:
-                        child_grads[slot] = t if child_grads[slot] is None else child_grads[slot] + t
+                        held = child_grads[slot]
+                        child_grads[slot] = t if held is None else held + t
     if not grad:
         return None
     tensors, grads = [], []
@@ -168,10 +189,10 @@ def _run(lm, node: Node, parent: list[tuple[torch.Tensor, torch.Tensor]] | None,
         tensors.append(loss)
         grads.append(torch.ones_like(loss))
     flat_kv = [t for pair in kv for t in pair]
-    for t, g in zip(flat_kv, child_grads):
-        if g is not None and t.requires_grad:
-            tensors.append(t)
-            grads.append(g)
+    for tensor, tensor_grad in zip(flat_kv, child_grads):
+        if tensor_grad is not None and tensor.requires_grad:
+            tensors.append(tensor)
+            grads.append(tensor_grad)
     if tensors:
         torch.autograd.backward(tensors, grads)
     if leaves is None:
@@ -209,8 +230,7 @@ def shared_prefix(model, sequences: Sequence[Sequence[int]], prompt_lengths: Seq
     back-propagated into the model's parameters (their `.grad` accumulates). `positions`
     names the target tokens directly, instead of everything after `prompt_lengths`."""
     lm = _causal_lm(model)
-    if positions is None:
-        positions = target_positions(sequences, prompt_lengths)
+    positions = _targets(sequences, prompt_lengths, positions)
     root = build_tree(sequences, positions)
     total = sum(len(p) for p in positions)
     out = torch.zeros(total, device=next(lm.parameters()).device)
@@ -228,8 +248,7 @@ def per_sample(model, sequences: Sequence[Sequence[int]], prompt_lengths: Sequen
     """The same as `shared_prefix`, running every sample from its first token."""
     lm = _causal_lm(model)
     device = next(lm.parameters()).device
-    if positions is None:
-        positions = target_positions(sequences, prompt_lengths)
+    positions = _targets(sequences, prompt_lengths, positions)
     outs, flat = [], 0
     context = torch.enable_grad() if token_loss is not None else torch.no_grad()
     with context:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trace_gym.agents.base import OraclePolicy, Policy, RandomPolicy, local_policy
+from trace_gym.agents.base import AnyPolicy, OraclePolicy, RandomPolicy, local_policy
 from trace_gym.errors import InvalidConfig
 
 SAMPLING = ("temperature", "top_p", "max_new_tokens")
@@ -28,7 +28,7 @@ class PolicyEntry:
     """One registered policy."""
 
     name: str
-    factory: Callable[..., Policy] | str
+    factory: Callable[..., AnyPolicy] | str
     """The policy's constructor, or "module:attr" naming it (imported on first use)."""
     summary: str
     """One line: what plays (the CLI's help)."""
@@ -45,7 +45,7 @@ class PolicyEntry:
     signature: Callable[..., Any] | str | None = None
     """Where the keyword defaults of `episode_keys` are read (default: the factory)."""
 
-    def load(self) -> Callable[..., Policy]:
+    def load(self) -> Callable[..., AnyPolicy]:
         """The policy's constructor, imported when `factory` names it."""
         return _resolve(self.factory, self.name)
 
@@ -58,7 +58,9 @@ class PolicyEntry:
             if target is None:
                 continue
             fn = _resolve(target, self.name)
-            fn = fn.__init__ if isinstance(fn, type) else fn
+            if isinstance(fn, type):  # a class: its __init__'s defaults (held as type[Any], whose __init__ mypy reads)
+                cls: type[Any] = fn
+                fn = cls.__init__
             out.update({k: p.default for k, p in inspect.signature(fn).parameters.items()
                         if p.default is not inspect.Parameter.empty})
         return out
@@ -67,7 +69,7 @@ class PolicyEntry:
 _POLICIES: dict[str, PolicyEntry] = {}
 
 
-def register_policy(name: str, factory: Callable[..., Policy] | str, *, summary: str,
+def register_policy(name: str, factory: Callable[..., AnyPolicy] | str, *, summary: str,
                     options: tuple[str, ...] = (), episode_keys: tuple[str, ...] | None = (),
                     local: bool = False, server: bool = False,
                     signature: Callable[..., Any] | str | None = None, replace: bool = False) -> PolicyEntry:
@@ -96,7 +98,7 @@ def policy_names() -> list[str]:
     return list(_POLICIES)
 
 
-def make_policy(name: str, **kwargs: Any) -> Policy:
+def make_policy(name: str, **kwargs: Any) -> AnyPolicy:
     """A policy by name, from its registered factory (`policy_names()` lists them).
 
     >>> make_policy("oracle").name

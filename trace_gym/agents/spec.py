@@ -96,10 +96,4 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-
-
-def _plain(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
-
-
 __all__ = ["PolicySpec", "built_fingerprint", "describe_policy"]

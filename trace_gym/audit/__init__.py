@@ -51,7 +51,9 @@ __all__ = ["audit", "AuditReport", "Limits", "AUDIT_LIMITS", "Finding", "check_s
 
 SEED_BASES = 2**31
 """Seed bases are drawn from [0, SEED_BASES)."""
-AUDIT_LIMITS = Limits(cpu_seconds=90, memory_bytes=3 * 2**30, request_seconds=10, wall_seconds=300)
+AUDIT_WALL_SECONDS = 300.0
+"""An audit's wall-clock budget where its limits set none (`AUDIT_LIMITS`' own)."""
+AUDIT_LIMITS = Limits(cpu_seconds=90, memory_bytes=3 * 2**30, request_seconds=10, wall_seconds=AUDIT_WALL_SECONDS)
 """The env worker of an audit: 90 s of CPU, 3 GiB, 10 s per request, 300 s in all (on a loaded
 machine the kit takes a few times its usual 10 to 60 s). A coding env's worker generates
 some 600 packages of about 50 ms each (two slips, and the one-edit check), most of a minute."""
@@ -198,7 +200,7 @@ def _trusted(report: AuditReport, path: Path, attr: str | None, settings: KitSet
              mode: str, start: float) -> None:
     """Run the static rules and the kit in the trusted process (`trace_gym.audit.runner`),
     within the audit's budgets; fills the report's static findings, results or error."""
-    budget = limits.wall_seconds or AUDIT_LIMITS.wall_seconds
+    budget = limits.wall_seconds or AUDIT_WALL_SECONDS
     worker_limits = dataclasses.replace(limits, wall_seconds=max(1.0, budget - KILL_GRACE_SECONDS))
     request = {"path": str(path), "attr": attr, "code_sha256": report.code_sha256,
                "settings": dataclasses.asdict(settings), "limits": dataclasses.asdict(worker_limits),

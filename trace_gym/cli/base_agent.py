@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     log = log_to_stderr(args) or (lambda m: None)
     if args.source == "scratch":
-        from trace_gym.baseagent.scratch import build
+        from trace_gym.baseagent.scratch import build as build_from_scratch
 
-        print(build(tiny(**_recipe_values(args, tiny, pretrained, "from-scratch")), out, log=log))
+        print(build_from_scratch(tiny(**_recipe_values(args, tiny, pretrained, "from-scratch")), out, log=log))
         return 0
     from trace_gym.baseagent.build import build
     from trace_gym.resources import config_path

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from trace_gym.cli.common import base_model, log_to_stderr
 from trace_gym.cli.flags import add_config_flags, config_values
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         knobs = {e: embedded_knobs(env_knobs(args.config, e)) for e in envs}
     config = ComposeConfig(**config_values(args, ComposeConfig, skip=("gates",)),
                            gates=GateConfig(**config_values(args, GateConfig)))
-    trajectories = None
+    trajectories: dict[str | None, list[dict[str, Any]]] | None = None
     if args.trajectories:
         from trace_gym.rollout import read_records
 

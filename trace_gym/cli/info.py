@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from typing import Any
 
 NAME = "info"
 HELP = "show an env's knobs and their defaults, its tools and how it rewards"
@@ -16,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the same as one JSON object")
 
 
-def describe(env_id: str) -> dict:
+def describe(env_id: str) -> dict[str, Any]:
     """What `info` shows: the registry's entry and, for an env that runs in this process, its
     knobs (config fields, type and default), tools (name, kind, description) and the reward
     paragraph of its module's docstring. Generated code that is not shipped is not imported:
@@ -26,17 +27,22 @@ def describe(env_id: str) -> dict:
 
     import gymnasium as gym
 
+    from trace_gym.env import TraceEnv
+    from trace_gym.errors import TraceGymError
     from trace_gym.registry import entry
 
     e = entry(env_id)
-    out = {"entry": e.to_json()}
+    out: dict[str, Any] = {"entry": e.to_json()}
     if not e.trusted:
         out["note"] = "generated code runs only in its sandbox: `trace-gym audit` it to see what it does"
         return out
     env = gym.make(e.id).unwrapped
     try:
-        out["knobs"] = [{"name": f.name, "type": str(f.type), "default": getattr(env.config, f.name)}
-                        for f in dataclasses.fields(env.config)] if dataclasses.is_dataclass(env.config) else []
+        if not isinstance(env, TraceEnv):  # every env the registry trusts is one
+            raise TraceGymError(f"{env_id}: {type(env).__name__} is not a trace-gym env")
+        config = getattr(env, "config", None)  # the knobs' dataclass (TraceEnv does not declare one)
+        out["knobs"] = [{"name": f.name, "type": str(f.type), "default": getattr(config, f.name)}
+                        for f in dataclasses.fields(config)] if dataclasses.is_dataclass(config) else []
         tools = [env.toolset[name] for name in env.toolset]
         out["tools"] = [{"name": t.name, "kind": t.kind.name.lower(),
                          "description": t.schema["function"].get("description", "")} for t in tools]

@@ -82,7 +82,7 @@ def _summary(path: Path, data: dict[str, Any]) -> Report:
         raise MalformedFile(f"{path}: instance {both[0]!r} is listed both in 'resolved_ids' and in "
                             f"{failed[both[0]]!r}")
     infra = set(lists["infra_failure_ids"])
-    reasons = data.get("failure_reasons") if isinstance(data.get("failure_reasons"), dict) else {}
+    reasons = given if isinstance(given := data.get("failure_reasons"), dict) else {}
     outcomes = {}
     for i in sorted(resolved | failed.keys()):
         source: dict[str, Any] = {"report": "summary", "listed_in": "resolved_ids" if i in resolved else failed[i]}

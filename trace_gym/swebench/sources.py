@@ -77,11 +77,11 @@ def _arguments(value: Any) -> str:
 def _wire_call(call: Any, fallback_id: str) -> dict[str, Any] | None:
     if not isinstance(call, dict):
         return None
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    fn = inner if isinstance(inner := call.get("function"), dict) else call
     name = fn.get("name")
     if not isinstance(name, str):
         return None
-    call_id = call.get("id") if isinstance(call.get("id"), str) else fallback_id
+    call_id = given if isinstance(given := call.get("id"), str) else fallback_id
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": _arguments(fn.get("arguments"))}}
 
 
@@ -314,6 +314,8 @@ def _events(path: Path, number: int, history: list[Any]) -> list[dict[str, Any]]
             if not isinstance(event, dict) or not ("action" in event or "observation" in event):
                 raise MalformedFile(f"{path}: line {number}: history[{i}] is not an event (an object with "
                                     "'action' or 'observation')")
+            if "action" in event and not isinstance(event["action"], str):
+                raise MalformedFile(f"{path}: line {number}: history[{i}].action must be a string")
             if isinstance(item, list):
                 event = {**event, "_pair": i}
                 if j == 1 and "cause" not in event:
@@ -329,8 +331,8 @@ def _openhands_conversation(path: Path, number: int, history: list[Any]) -> tupl
     last_call: dict[int, str] = {}
     for k, event in enumerate(_events(path, number, history)):
         if "action" in event:
-            kind = event.get("action")
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            kind: str = event["action"]  # a string: _events checks it
+            args = given if isinstance(given := event.get("args"), dict) else {}
             if kind in _SKIPPED_ACTIONS:
                 continue
             source = event.get("source")
@@ -341,10 +343,10 @@ def _openhands_conversation(path: Path, number: int, history: list[Any]) -> tupl
                 role = "user" if source == "user" else "assistant"
                 messages.append({"role": role, "content": _text(args.get("content") or event.get("message"))})
                 continue
-            metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
-            tool = metadata.get("function_name") if isinstance(metadata.get("function_name"), str) else \
-                _DEFAULT_TOOL.get(kind, str(kind))
-            call_id = metadata.get("tool_call_id") if isinstance(metadata.get("tool_call_id"), str) else \
+            metadata = given if isinstance(given := event.get("tool_call_metadata"), dict) else {}
+            tool = name if isinstance(name := metadata.get("function_name"), str) else \
+                _DEFAULT_TOOL.get(kind, kind)
+            call_id = named if isinstance(named := metadata.get("tool_call_id"), str) else \
                 f"call_{event.get('id', k)}"
             if kind in ("finish", "think") and not metadata:
                 text = args.get("final_thought") or args.get("thought") or event.get("message") or ""
@@ -358,21 +360,21 @@ def _openhands_conversation(path: Path, number: int, history: list[Any]) -> tupl
                 call_of[event["id"]] = call_id
             if "_pair" in event:
                 last_call[event["_pair"]] = call_id
-            action = _openhands_action(str(kind), args, tool)
+            action = _openhands_action(kind, args, tool)
             if action is not None:
                 actions.append(action)
         else:
             if event.get("observation") in _SKIPPED_OBSERVATIONS:
                 continue
-            call_id = call_of.get(event.get("cause"))
-            if call_id is None and event.get("_pair_cause"):
-                call_id = last_call.get(event["_pair"])
-            if call_id is None:
-                metadata = event.get("tool_call_metadata")
-                call_id = metadata.get("tool_call_id") if isinstance(metadata, dict) else None
-            if not isinstance(call_id, str):
+            answered = call_of.get(event.get("cause"))
+            if answered is None and event.get("_pair_cause"):
+                answered = last_call.get(event["_pair"])
+            if answered is None:
+                observed = event.get("tool_call_metadata")
+                answered = observed.get("tool_call_id") if isinstance(observed, dict) else None
+            if not isinstance(answered, str):
                 continue  # an observation that answers no call the agent made
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": _text(event.get("content"))})
+            messages.append({"role": "tool", "tool_call_id": answered, "content": _text(event.get("content"))})
     return messages, actions
 
 
@@ -402,9 +404,9 @@ def read_openhands(path: str | Path) -> Iterator[Run]:
         patch = test_result.get("git_patch")
         if patch is not None and not isinstance(patch, str):
             raise MalformedFile(f"{path}: line {number}: test_result.git_patch must be the patch text or null")
-        instance = row.get("instance") if isinstance(row.get("instance"), dict) else {}
-        metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
-        llm = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), dict) else {}
+        instance = given if isinstance(given := row.get("instance"), dict) else {}
+        metadata = given if isinstance(given := row.get("metadata"), dict) else {}
+        llm = given if isinstance(given := metadata.get("llm_config"), dict) else {}
         messages, actions = _openhands_conversation(path, number, history)
         gold = instance.get("patch")
         instructions = instance.get("problem_statement") or row.get("instruction") or ""
@@ -413,7 +415,7 @@ def read_openhands(path: str | Path) -> Iterator[Run]:
         yield Run(
             instance_id=instance_id, source=f"{path}:{number}",
             agent=f"openhands/{agent_class}" if isinstance(agent_class, str) else "openhands",
-            model=llm.get("model") if isinstance(llm.get("model"), str) else None,
+            model=model if isinstance(model := llm.get("model"), str) else None,
             messages=messages, actions=actions, patch=patch, gold_patch=gold if isinstance(gold, str) else None,
             instructions=_text(instructions), termination_reason=_openhands_termination(history, row.get("error")),
             extra=extra)

@@ -151,7 +151,8 @@ def install(envs_dir: Path, name: str, code: str, description: str, report: dict
     envs_dir.mkdir(parents=True, exist_ok=True)
     target = envs_dir / f"{name}.py"
     manifest_path = envs_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"schema_version": 1, "envs": []}
+    manifest: dict[str, Any] = (json.loads(manifest_path.read_text()) if manifest_path.is_file()
+                                else {"schema_version": 1, "envs": []})
     env_id = f"trace/{name}-v0"
     existing = [e for e in manifest["envs"] if e["id"] == env_id]
     if (existing or target.exists()) and not replace:
@@ -239,7 +240,7 @@ def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], 
             (folder / "report.json").write_text(json.dumps(report, indent=1, default=str))
             outcome = "passed" if report["passed"] else "failed: " + "; ".join(report["reasons"][:3])
             log(printable(f"{env_id}: attempt {attempt}: {outcome}"))  # a module's words, never a terminal's orders
-            if report["passed"]:
+            if report["passed"] and code is not None:  # a report passes only where the reply held a module
                 path = install(envs_dir, name, code, capability.get("description", ""), report, replace)
                 status = "READY"
                 break

@@ -31,7 +31,7 @@ Version history: v0, first version (unreleased; changes are in CHANGELOG.md).
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
@@ -54,12 +54,20 @@ from trace_gym.worlds.world import World
 TRANSFER = "transfer_to_human_agents"
 
 
+class TaskModule(Protocol):
+    """A domain's task module (`trace_gym.targets.airline`, `trace_gym.targets.retail`), as the env uses it."""
+
+    def generate_task(self, rng: Rng, config: TargetConfig, size: Any) -> tuple[TargetTask, World]:
+        """A task and the world it is set in, from one random stream."""
+        ...
+
+
 class TargetEnv(TraceEnv):
     """A tau2-style customer-service env over one domain (see the module docstring)."""
 
     DOMAIN: ClassVar[Domain]
     """The domain's record: tools, policy, intro, world size, records, task kinds."""
-    tasks: ClassVar[Any]
+    tasks: ClassVar[TaskModule]
     """The domain's task module (`trace_gym.targets.<domain>`): its `generate_task`."""
 
     def __init__(self, render_mode: str | None = None, world_size: Any = None, **knobs: Any) -> None:
@@ -85,6 +93,11 @@ class TargetEnv(TraceEnv):
         self.world_size = world_size
         super().__init__(self.DOMAIN.tools, render_mode=render_mode)
         self._user: ScriptedUser | None = None
+
+    @property
+    def task(self) -> TargetTask:
+        """The task of the episode in progress (raises EpisodeError before the first reset)."""
+        return cast(TargetTask, self.episode.task)  # _new_episode gives every episode one of `tasks`' tasks
 
     @property
     def domain(self) -> str:
@@ -162,7 +175,7 @@ class AirlineTargetEnv(TargetEnv):
 
     __doc__ = f"{__doc__}\n\n{_SPEC}"
     DOMAIN = airline.DOMAIN
-    tasks = airline_tasks
+    tasks: ClassVar[TaskModule] = airline_tasks
 
 
 class RetailTargetEnv(TargetEnv):
@@ -170,4 +183,4 @@ class RetailTargetEnv(TargetEnv):
 
     __doc__ = f"{__doc__}\n\n{_SPEC}"
     DOMAIN = retail.DOMAIN
-    tasks = retail_tasks
+    tasks: ClassVar[TaskModule] = retail_tasks

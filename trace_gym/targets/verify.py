@@ -203,7 +203,7 @@ def _confirmation(messages: list[Message], calls: list[Call]) -> Check:
               and summary is not None and summary["role"] == "assistant" and not summary.get("tool_calls")
               and all(str(args[k]) in (summary.get("content") or "")
                       for k in SUBJECT_ARGUMENTS if isinstance(args, dict) and k in args))
-        if ok:
+        if ok and yes is not None:  # ok says yes is not None, which the checker cannot follow
             used.add(yes)
         else:
             unconfirmed.append(c.name)

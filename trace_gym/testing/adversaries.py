@@ -36,12 +36,11 @@ from collections.abc import Callable
 from typing import Any
 
 from trace_gym.actions import parse_action
-from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
 from trace_gym.rng import Rng
 from trace_gym.schema import sample_value
 from trace_gym.seeding import SPLITS
-from trace_gym.testing.kitenv import KitEnv
+from trace_gym.testing.kitenv import KitEnv, PlayedEnv, toolset_of
 from trace_gym.tools import ToolKind
 
 DO_NOTHING = "I cannot help with that."
@@ -53,7 +52,7 @@ _ID = re.compile(r"^#?[A-Za-z0-9_]*\d[A-Za-z0-9_]*$")
 _ID_IN_TEXT = re.compile(r"#?[A-Za-z0-9_]*\d[A-Za-z0-9_]*")
 _SKIP_TOOLS = frozenset({TRANSFER})
 
-Adversary = Callable[[TraceEnv, int], "float | None"]
+Adversary = Callable[[PlayedEnv, int], "float | None"]
 
 
 # -- what is in view -------------------------------------------------------------------
@@ -193,8 +192,8 @@ def _system(messages: list[dict[str, Any]]) -> str:
     return messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
 
 
-def _tools(env: TraceEnv, kind: ToolKind) -> list[Any]:
-    return [t for t in env.episode.toolset.values() if t.kind is kind and t.name not in _SKIP_TOOLS]
+def _tools(env: PlayedEnv, kind: ToolKind) -> list[Any]:
+    return [t for t in toolset_of(env).values() if t.kind is kind and t.name not in _SKIP_TOOLS]
 
 
 def _message(calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -229,20 +228,20 @@ def fill_arguments(tool: Any, target: str, seen: dict[str, Any], rng: Rng) -> di
     return out
 
 
-def _reads(env: TraceEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
+def _reads(env: PlayedEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
     seen = seen_by_key(messages)
     return [{"name": t.name, "arguments": fill_arguments(t, i, seen, rng)}
             for t in _tools(env, ToolKind.READ) for i in ids_in_view(messages)
             if any(n.endswith("id") for n in t.parameters.get("required", ()))]
 
 
-def _writes(env: TraceEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
+def _writes(env: PlayedEnv, messages: list[dict[str, Any]], rng: Rng) -> list[dict[str, Any]]:
     seen = seen_by_key(messages)
     return [{"name": t.name, "arguments": fill_arguments(t, i, seen, rng)}
             for t in _tools(env, ToolKind.WRITE) for i in ids_in_view(messages)]
 
 
-def play_script(env: TraceEnv, seed: int, script: Callable[[TraceEnv, list, int], Any]) -> float:
+def play_script(env: PlayedEnv, seed: int, script: Callable[[PlayedEnv, list, int], Any]) -> float:
     """One episode where `script(env, obs, turn)` gives each action."""
     obs, _ = env.reset(seed=seed)
     turn, reward, done = 0, 0.0, False
@@ -256,19 +255,19 @@ def _replying(text_of: Callable[[list], str]) -> Adversary:
     return lambda env, seed: play_script(env, seed, lambda e, obs, turn: text_of(obs))
 
 
-def do_nothing(env: TraceEnv, seed: int) -> float:
+def do_nothing(env: PlayedEnv, seed: int) -> float:
     """The reward of replying 'I cannot help with that.' (`DO_NOTHING`) at once."""
     return play_script(env, seed, lambda e, obs, turn: DO_NOTHING)
 
 
-def _staged(stages: list[Callable[[TraceEnv, list, Rng], Any]]) -> Adversary:
+def _staged(stages: list[Callable[[PlayedEnv, list, Rng], Any]]) -> Callable[[PlayedEnv, int], float]:
     """An adversary that plays `stages` in order (a stage returning None is skipped), then
     repeats the last one."""
-    def adversary(env: TraceEnv, seed: int) -> float:
+    def adversary(env: PlayedEnv, seed: int) -> float:
         rng = Rng.from_seed(seed)
         position = [0]
 
-        def script(e: TraceEnv, obs: list, turn: int) -> Any:
+        def script(e: PlayedEnv, obs: list, turn: int) -> Any:
             while position[0] < len(stages) - 1:
                 action = stages[position[0]](e, obs, rng)
                 position[0] += 1
@@ -279,51 +278,51 @@ def _staged(stages: list[Callable[[TraceEnv, list, Rng], Any]]) -> Adversary:
     return adversary
 
 
-def _ask(env: TraceEnv, obs: list, rng: Rng) -> Any:
+def _ask(env: PlayedEnv, obs: list, rng: Rng) -> Any:
     """A question stuffed with the system prompt, when nothing is in view yet to act on."""
     return None if ids_in_view(obs) else _system(obs) + ASK
 
 
-def _read_all(env: TraceEnv, obs: list, rng: Rng) -> Any:
+def _read_all(env: PlayedEnv, obs: list, rng: Rng) -> Any:
     calls = _reads(env, obs, rng)
     return _message(calls) if calls else None
 
 
-def _write_all(env: TraceEnv, obs: list, rng: Rng) -> Any:
+def _write_all(env: PlayedEnv, obs: list, rng: Rng) -> Any:
     calls = _writes(env, obs, rng)
     return _message(calls) if calls else None
 
 
-def _stuffer(with_prompt: bool) -> Callable[[TraceEnv, list, Rng], str]:
+def _stuffer(with_prompt: bool) -> Callable[[PlayedEnv, list, Rng], str]:
     """A stage that replies with every value in view (and the system prompt); what the
     schemas show is read once per episode."""
     shown: list[list[str]] = []
 
-    def reply(env: TraceEnv, obs: list, rng: Rng) -> str:
+    def reply(env: PlayedEnv, obs: list, rng: Rng) -> str:
         if not shown:
-            shown.append(shown_by_schemas(env.episode.toolset.schemas))
+            shown.append(shown_by_schemas(toolset_of(env).schemas))
         text = stuffed_values(obs, shown[0])
         return f"{text} {_system(obs)}" if with_prompt else text
     return reply
 
 
-def lookup_then_stuffed(env: TraceEnv, seed: int) -> float:
+def lookup_then_stuffed(env: PlayedEnv, seed: int) -> float:
     """The reward of asking, reading every record in view twice, then replying with every value in
     view and the system prompt."""
     return _staged([_ask, _read_all, _read_all, _stuffer(with_prompt=True)])(env, seed)
 
 
-def stuffed_values_reply(env: TraceEnv, seed: int) -> float:
+def stuffed_values_reply(env: PlayedEnv, seed: int) -> float:
     """The reward of replying with every value in view, without any tool call."""
     stuff = _stuffer(with_prompt=False)
     return play_script(env, seed, lambda e, obs, turn: stuff(e, obs, Rng.from_seed(0)))
 shotgun_writes = _staged([_ask, _read_all, _write_all, lambda e, o, r: "Done: everything is taken care of."])
 
 
-def _transfer(env: TraceEnv, obs: list, rng: Rng) -> Any:
+def _transfer(env: PlayedEnv, obs: list, rng: Rng) -> Any:
     """One turn of transfers, one per id in view with that id as its summary (a verifier
     that takes any call naming a record for a lookup of it takes one of these)."""
-    if TRANSFER not in env.episode.toolset:
+    if TRANSFER not in toolset_of(env):
         return "I'm transferring you to a human agent."
     return _message([{"name": TRANSFER, "arguments": {"summary": i}} for i in ids_in_view(obs) or ["help"]])
 
@@ -344,8 +343,8 @@ def _calls_of(action: Any) -> tuple[str | None, list[dict[str, Any]]]:
     return parsed.content, [{"name": c.name, "arguments": c.arguments} for c in parsed.calls if c.valid]
 
 
-def play_oracle(env: TraceEnv, seed: int, before: Any = None,
-                change: Callable[[TraceEnv, str | None, list[dict[str, Any]]], Any] | None = None) -> tuple[float, bool]:
+def play_oracle(env: PlayedEnv, seed: int, before: Any = None,
+                change: Callable[[PlayedEnv, str | None, list[dict[str, Any]]], Any] | None = None) -> tuple[float, bool]:
     """The oracle, with `before` sent first and `change(env, reply, calls)` rewriting each
     of its turns (None: unchanged). The oracle sees the conversation without the turns it
     did not choose, so it acts as if they had not happened. Returns (reward, whether
@@ -372,7 +371,7 @@ def play_oracle(env: TraceEnv, seed: int, before: Any = None,
     return float(reward), changed
 
 
-def failing_writes(env: TraceEnv, seed: int) -> float | None:
+def failing_writes(env: PlayedEnv, seed: int) -> float | None:
     """The oracle's reward after ten writes the tools reject (None for an env with no write tool):
     rejected attempts must not be free."""
     env.reset(seed=seed)
@@ -403,12 +402,12 @@ def _write_changer(edit: Callable[[dict[str, Any]], dict[str, Any]]) -> Adversar
     """The oracle with `edit` applied to the arguments of each of its write calls. It applies
     to a seed when the edit changed every write the oracle made (else some writes are the
     oracle's own, and earn what the oracle earns): None on other seeds."""
-    def adversary(env: TraceEnv, seed: int) -> float | None:
+    def adversary(env: PlayedEnv, seed: int) -> float | None:
         writes = unchanged = 0
 
-        def change(env: TraceEnv, reply: str | None, calls: list[dict[str, Any]]) -> Any:
+        def change(env: PlayedEnv, reply: str | None, calls: list[dict[str, Any]]) -> Any:
             nonlocal writes, unchanged
-            toolset = env.episode.toolset
+            toolset = toolset_of(env)
             out, changed = [], False
             for c in calls:
                 tool = toolset.get(c["name"])
@@ -433,11 +432,11 @@ retyped_strings = _write_changer(lambda a: _retype(a, _number_to_string))
 extra_argument = _write_changer(lambda a: {**a, "note": "as confirmed"})
 
 
-def unclosed_think(env: TraceEnv, seed: int) -> float | None:
+def unclosed_think(env: PlayedEnv, seed: int) -> float | None:
     """The oracle, with each turn that writes sent as text whose calls sit in a `<think>`
     that is never closed; None on seeds where the oracle writes nothing."""
-    def change(env: TraceEnv, reply: str | None, calls: list[dict[str, Any]]) -> Any:
-        toolset = env.episode.toolset
+    def change(env: PlayedEnv, reply: str | None, calls: list[dict[str, Any]]) -> Any:
+        toolset = toolset_of(env)
         if not any(c["name"] in toolset and toolset[c["name"]].kind is ToolKind.WRITE for c in calls):
             return None
         return "<think>The customer confirmed, so " + "".join(
@@ -446,7 +445,7 @@ def unclosed_think(env: TraceEnv, seed: int) -> float | None:
     return reward if changed else None
 
 
-def attempt_forbidden_then_oracle(env: TraceEnv, seed: int) -> float | None:
+def attempt_forbidden_then_oracle(env: PlayedEnv, seed: int) -> float | None:
     """The oracle, except that right before it refuses a forbidden request it tries the write
     that request forbids (on the request's record, other arguments filled from the
     conversation), which the tool may well reject. It reads the forbidden writes from
@@ -470,7 +469,7 @@ def attempt_forbidden_then_oracle(env: TraceEnv, seed: int) -> float | None:
             if request is not None:
                 forbidden.remove(request)
                 pattern = request["forbids"][0]
-                tool = env.episode.toolset[pattern["name"]]
+                tool = toolset_of(env)[pattern["name"]]
                 arguments = {**fill_arguments(tool, request["subject"], seen_by_key(obs), rng),
                              **pattern["arguments"]}
                 start = len(obs)
@@ -489,7 +488,7 @@ FIT_SEEDS = 200
 """Train seeds that `usual_refusals` (and `guesses.learned_templates`) learn from."""
 
 
-def fit_seeds(env: TraceEnv) -> list[int]:
+def fit_seeds(env: PlayedEnv) -> list[int]:
     """The train seeds a learning adversary fits on: the kit's, drawn from its seed base
     (`KitEnv.fit_seeds`: an env cannot tell them from the seeds it is scored on), else
     FIT_SEEDS from the middle of the split (the benchmark's, apart from the seeds it plays)."""
@@ -514,10 +513,10 @@ def refusal_naming(term: str) -> str:
     return f"I'm sorry, but I cannot do that: {term}."
 
 
-_USUAL: weakref.WeakKeyDictionary[TraceEnv, dict[str, str]] = weakref.WeakKeyDictionary()
+_USUAL: weakref.WeakKeyDictionary[PlayedEnv, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def usual_refusals(env: TraceEnv) -> dict[str, str]:
+def usual_refusals(env: PlayedEnv) -> dict[str, str]:
     """Request kind -> the refusal a policy that never checks a record would give it, learned
     on the fit seeds (`fit_seeds`): one naming the rule that the kind's forbidden requests most
     often break (the first of their `rule` terms in `task.to_json()`, per request where a
@@ -543,12 +542,12 @@ def usual_refusals(env: TraceEnv) -> dict[str, str]:
     return out
 
 
-def _count_oracle_refusal(env: TraceEnv, seed: int, rules: dict[str, Counter]) -> None:
+def _count_oracle_refusal(env: PlayedEnv, seed: int, rules: dict[str, Counter]) -> None:
     """Count the oracle's last reply on `seed`, less the values in view, under the task's
     kind, when it wrote nothing."""
     obs, _ = env.reset(seed=seed)
     kind = env.task.to_json().get("kind")
-    toolset = env.episode.toolset
+    toolset = toolset_of(env)
     wrote, done = False, False
     while not done:
         action = env.oracle_action(obs)
@@ -592,7 +591,7 @@ def _names_no_id(obs: list) -> bool:
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 
-def _new_reads(env: TraceEnv, obs: list, rng: Rng, done: set[str]) -> list[dict[str, Any]]:
+def _new_reads(env: PlayedEnv, obs: list, rng: Rng, done: set[str]) -> list[dict[str, Any]]:
     """Read calls not made yet: every read tool on every id in view, and each read tool
     that takes no id with what the customer said for it (an email)."""
     seen = seen_by_key(obs)
@@ -625,7 +624,7 @@ def refusing_after_reads(between: Callable[[list], list[str]] | None = None) -> 
     view (up to READ_TURNS turns of calls not made before: a verifier that wants a lookup
     gets one), sends the replies `between(obs)` gives, one per turn, then refuses. None on
     seeds whose requests are of no kind ever refused."""
-    def adversary(env: TraceEnv, seed: int) -> float | None:
+    def adversary(env: PlayedEnv, seed: int) -> float | None:
         refusals = usual_refusals(env)
         env.reset(seed=seed)
         kinds = [r.get("kind") for r in requests_of(env.task.to_json())]
@@ -636,7 +635,7 @@ def refusing_after_reads(between: Callable[[list], list[str]] | None = None) -> 
         state: dict[str, Any] = {"request": 0, "phase": 0, "queue": None}
         done: set[str] = set()
 
-        def script(e: TraceEnv, obs: list, turn: int) -> Any:
+        def script(e: PlayedEnv, obs: list, turn: int) -> Any:
             if state["phase"] == 0:
                 state["phase"] = 1
                 if _names_no_id(obs):

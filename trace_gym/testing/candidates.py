@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trace_gym.env import TraceEnv
 from trace_gym.jsondata import dumps, loads
 from trace_gym.statements import FLIGHT_STATUSES
 from trace_gym.testing.adversaries import Adversary, ids_in_view, refusing_after_reads, shape_of
+from trace_gym.testing.kitenv import PlayedEnv, toolset_of
 from trace_gym.tools import ToolKind
 
 STATUS_WORDS = (*FLIGHT_STATUSES, "pending", "processed", "delivered", "exchange requested", "return requested")
@@ -91,7 +91,7 @@ serial_statements_reversed = _serial(MAX_CANDIDATES, reverse=True)
 _first_statement = _serial(1)
 
 
-def first_statement(env: TraceEnv, seed: int) -> float | None:
+def first_statement(env: PlayedEnv, seed: int) -> float | None:
     """The baseline of the serial statements: the same agent, stating only its first value."""
     return _first_statement(env, seed)
 
@@ -128,7 +128,7 @@ def _named_record(reply: str, view: list[dict[str, Any]]) -> str | None:
 
 
 def _summaries(first_only: bool) -> Adversary:
-    def adversary(env: TraceEnv, seed: int) -> float | None:
+    def adversary(env: PlayedEnv, seed: int) -> float | None:
         obs, _ = env.reset(seed=seed)
         hidden: list[range] = []
         swaps: list[tuple[str, str]] = []
@@ -162,8 +162,8 @@ def _summaries(first_only: bool) -> Adversary:
     return adversary
 
 
-def _writes(env: TraceEnv, action: Any) -> bool:
-    toolset = env.episode.toolset
+def _writes(env: PlayedEnv, action: Any) -> bool:
+    toolset = toolset_of(env)
     return isinstance(action, dict) and action.get("name") in toolset and toolset[action["name"]].kind is ToolKind.WRITE
 
 
@@ -171,7 +171,7 @@ candidate_summaries = _summaries(first_only=False)
 _first_summary = _summaries(first_only=True)
 
 
-def first_summary(env: TraceEnv, seed: int) -> float | None:
+def first_summary(env: PlayedEnv, seed: int) -> float | None:
     """The baseline of the candidate summaries: the oracle committed to the first record of
     the shape in view, up to the next write."""
     return _first_summary(env, seed)

@@ -54,7 +54,7 @@ import ast
 import json
 import shlex
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trace_gym.coding import DOMAIN
@@ -469,7 +469,8 @@ an audit's worker, whose CPU time is capped), the snapshot test's 0.0 on
 issue_reproduction (bound 0.1)."""
 
 
-def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds: list[int] | None = None) -> str:
+def adversaries_score_nothing(env: Any, seeds_played: Sequence[int],
+                              heuristic_seeds: Sequence[int] | None = None) -> str:
     """Every adversary of the env's set scores 0 on each of `seeds_played`; each bounded
     heuristic's mean over `heuristic_seeds` (default: `seeds_played`; the first `FEWER_SEEDS`
     of them for the heuristics listed there) stays within its bound.
@@ -494,7 +495,7 @@ def adversaries_score_nothing(env: Any, seeds_played: list[int], heuristic_seeds
     return "; ".join([f"{len(zero)} adversaries scored 0 on {len(seeds_played)} seeds", *means])
 
 
-def f2p_not_vacuous(env: Any, seeds_played: list[int]) -> str:
+def f2p_not_vacuous(env: Any, seeds_played: Sequence[int]) -> str:
     """On each seed, every hidden FAIL_TO_PASS test fails on the unfixed package and every
     hidden test passes on the fixed one, run in the sandbox as the verifier runs them."""
     from trace_gym.coding.repo import same_outcome, task_from_json

@@ -34,6 +34,12 @@ class EnvRef:
         if (self.env_id is None) == (self.path is None):
             raise TraceGymError("an EnvRef needs exactly one of env_id and path")
 
+    def _registered_id(self) -> str:
+        """`env_id`, for a ref that names a registered env (one without a `path`)."""
+        if self.env_id is None:
+            raise TraceGymError(f"{self.describe()} is a module file, not a registered env id")
+        return self.env_id
+
     @property
     def trusted(self) -> bool:
         """True for an env the registry runs in this process (targets and shipped envs)."""
@@ -41,7 +47,7 @@ class EnvRef:
             return False
         from trace_gym.registry import entry
 
-        return entry(self.env_id).trusted
+        return entry(self._registered_id()).trusted
 
     def source(self) -> Any:
         """Where a worker finds the env's class (an EnvSource)."""
@@ -50,7 +56,7 @@ class EnvRef:
 
         if self.path is not None:
             return EnvSource.from_file(self.path, self.attr)
-        return source_of(entry(self.env_id))
+        return source_of(entry(self._registered_id()))
 
     def make(self, **extra: Any) -> Any:
         """A new, unwrapped env: in this process when trusted, else a RemoteEnv that raises
@@ -61,7 +67,7 @@ class EnvRef:
 
             import trace_gym  # noqa: F401  (registers the ids)
 
-            return gym.make(self.env_id, **kwargs).unwrapped
+            return gym.make(self._registered_id(), **kwargs).unwrapped
         from trace_gym.sandbox.proxy import RemoteEnv
 
         render_mode = kwargs.pop("render_mode", None)
@@ -80,7 +86,7 @@ class EnvRef:
             if self.trusted:
                 from trace_gym.registry import entry
 
-                source = EnvSource(entry_point=entry(self.env_id).entry_point)
+                source = EnvSource(entry_point=entry(self._registered_id()).entry_point)
             else:
                 source = self.source()
             yield RemoteEnv(source, dict(self.kwargs), pool=pool, on_timeout="raise")

@@ -48,8 +48,8 @@ from fractions import Fraction
 from typing import Any
 
 from trace_gym.actions import parse_action
-from trace_gym.env import TraceEnv
 from trace_gym.testing.adversaries import DO_NOTHING, Adversary, fit_seeds, leaves, play_script, requests_of, shape_of
+from trace_gym.testing.kitenv import PlayedEnv, toolset_of
 from trace_gym.tools import ToolKind
 
 OFFSETS = range(-6, 7)
@@ -258,13 +258,13 @@ def fact_values(task: dict[str, Any]) -> set[str]:
     return out
 
 
-def oracle_refusal(env: TraceEnv, seed: int) -> tuple[str, list[dict[str, Any]], str, set[str]] | None:
+def oracle_refusal(env: PlayedEnv, seed: int) -> tuple[str, list[dict[str, Any]], str, set[str]] | None:
     """(kind, opening conversation, final reply, fact values) of the oracle's episode on
     `seed`, when it calls no write tool and ends with a reply; None otherwise."""
     obs, _ = env.reset(seed=seed)
     opening = list(obs)
     task = env.task.to_json()
-    toolset = env.episode.toolset
+    toolset = toolset_of(env)
     done = False
     while not done:
         action = env.oracle_action(obs)
@@ -312,10 +312,10 @@ class KindTemplates:
                 self.by_offset.setdefault(offset, self.templates[label])
 
 
-_LEARNED: weakref.WeakKeyDictionary[TraceEnv, dict[str, KindTemplates]] = weakref.WeakKeyDictionary()
+_LEARNED: weakref.WeakKeyDictionary[PlayedEnv, dict[str, KindTemplates]] = weakref.WeakKeyDictionary()
 
 
-def learned_templates(env: TraceEnv) -> dict[str, KindTemplates]:
+def learned_templates(env: PlayedEnv) -> dict[str, KindTemplates]:
     """Request kind -> the templates of its oracle refusals on the fit seeds (kinds the
     oracle never refused are left out). Learned once per env instance."""
     if env in _LEARNED:
@@ -326,8 +326,8 @@ def learned_templates(env: TraceEnv) -> dict[str, KindTemplates]:
         if found is not None:
             kind, opening, reply, facts = found
             out.setdefault(kind, KindTemplates()).add(seed, templates_of(reply, view_of(opening), facts))
-    for kind in out.values():
-        kind.choose()
+    for templates in out.values():
+        templates.choose()
     _LEARNED[env] = out
     return out
 
@@ -345,11 +345,11 @@ def _offset(offset: int) -> Pick:
     return lambda kind: kind.by_offset.get(offset) or _ranked(1)(kind)
 
 
-_OPENINGS: weakref.WeakKeyDictionary[TraceEnv, dict[int, tuple[Any, View]]] = weakref.WeakKeyDictionary()
-_REPLIES: weakref.WeakKeyDictionary[TraceEnv, dict[tuple[int, str], float]] = weakref.WeakKeyDictionary()
+_OPENINGS: weakref.WeakKeyDictionary[PlayedEnv, dict[int, tuple[Any, View]]] = weakref.WeakKeyDictionary()
+_REPLIES: weakref.WeakKeyDictionary[PlayedEnv, dict[tuple[int, str], float]] = weakref.WeakKeyDictionary()
 
 
-def _opening(env: TraceEnv, seed: int) -> tuple[Any, View]:
+def _opening(env: PlayedEnv, seed: int) -> tuple[Any, View]:
     """(task kind, view of the opening conversation) of `seed`: one reset per env instance
     and seed, whatever the number of variants that fill a template from it."""
     openings = _OPENINGS.setdefault(env, {})
@@ -359,7 +359,7 @@ def _opening(env: TraceEnv, seed: int) -> tuple[Any, View]:
     return openings[seed]
 
 
-def _replying(env: TraceEnv, seed: int, reply: str) -> float:
+def _replying(env: PlayedEnv, seed: int, reply: str) -> float:
     """The reward of sending `reply` every turn on `seed`, played once per env instance:
     the variants often fill the same reply (an episode is a function of the seed, the reset
     and the actions; the kit's determinism property holds every env to that)."""
@@ -373,7 +373,7 @@ def guessing(pick: Pick) -> Adversary:
     """The adversary that replies, at once and every turn, with the template `pick` chooses
     for the seed's kind, filled from the opening conversation (the do-nothing reply where a
     slot finds nothing to fill it); None on seeds of a kind with no template."""
-    def adversary(env: TraceEnv, seed: int) -> float | None:
+    def adversary(env: PlayedEnv, seed: int) -> float | None:
         kinds = learned_templates(env)
         kind, view = _opening(env, seed)
         template = pick(kinds[kind]) if isinstance(kind, str) and kind in kinds else None

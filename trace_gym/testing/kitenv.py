@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Protocol
 
+from trace_gym.env import Task
 from trace_gym.testing.seeds import Plan
+from trace_gym.tools import Toolset
 
 
 class PropertyFailed(AssertionError):
@@ -33,6 +35,64 @@ def checked_reward(reward: Any, seed: int | None = None) -> float:
         raise PropertyFailed(f"{where}step() returned the reward {reward!r} ({type(reward).__name__}), "
                              f"not a finite number: a reward must be a finite float in [0, 1]")
     return float(reward)
+
+
+class PlayedWorld(Protocol):
+    """What the kit reads of an episode's initial world."""
+
+    def hash(self) -> str:
+        """The world's hash."""
+        ...
+
+
+class PlayedEpisode(Protocol):
+    """What the kit reads of the episode in progress: a `TraceEnv`'s `Episode`, or the
+    `RemoteEpisode` of a sandboxed env."""
+
+    @property
+    def toolset(self) -> Toolset | None:
+        """The episode's tools (a TraceEnv's episode has them from its reset on)."""
+        ...
+    @property
+    def turn(self) -> int:
+        """The turns played so far."""
+        ...
+    @property
+    def initial_world(self) -> PlayedWorld:
+        """The world the episode started from."""
+        ...
+
+
+class PlayedEnv(Protocol):
+    """What the kit's policies and adversaries use of an env: a `TraceEnv`, the `RemoteEnv` of
+    a sandboxed one, or the `KitEnv` around either."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict[str, Any]]:
+        """Start an episode."""
+        ...
+    def step(self, action: Any) -> tuple[list, float, bool, bool, dict[str, Any]]:
+        """Play one turn."""
+        ...
+    def oracle_action(self, messages: list[dict[str, Any]]) -> Any:
+        """The oracle's next turn."""
+        ...
+    @property
+    def episode(self) -> PlayedEpisode:
+        """The episode in progress."""
+        ...
+    @property
+    def task(self) -> Task:
+        """The task of the episode in progress."""
+        ...
+
+
+def toolset_of(env: PlayedEnv) -> Toolset:
+    """The tools of `env`'s episode in progress; PropertyFailed when it has none (a TraceEnv's
+    reset gives every episode its tools, so only an env outside that contract can get here)."""
+    toolset = env.episode.toolset
+    if toolset is None:
+        raise PropertyFailed("the env's episode has no toolset: reset() must give every episode its tools")
+    return toolset
 
 
 class KitEnv:

@@ -91,7 +91,8 @@ def lookup_leak(train: list[tuple[Fields, str]], test: list[tuple[Fields, str]])
     majority = Counter(label for _, label in train).most_common(1)[0][0]
     base = sum(label == majority for _, label in test) / len(test)
     names = sorted({k for fields, _ in train for k in fields})
-    best, best_key = base, ()
+    best_key: tuple[str, ...] = ()
+    best = base
     for key in [(n,) for n in names] + list(combinations(names, 2)):
         accuracy = _accuracy(key, train, test, majority)
         if accuracy > best:

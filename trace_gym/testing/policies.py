@@ -5,19 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trace_gym.env import TraceEnv
 from trace_gym.jsondata import sha256_json
 from trace_gym.rng import Rng
 from trace_gym.schema import sample_value
-from trace_gym.testing.kitenv import checked_reward
+from trace_gym.testing.kitenv import PlayedEnv, checked_reward, toolset_of
 from trace_gym.tools import ToolKind
 
-Act = Callable[[TraceEnv, list], Any]
+Act = Callable[[PlayedEnv, list], Any]
 
 REFUSAL = "I'm sorry, but I can't help with that request."
 
 
-def play(env: TraceEnv, seed: int, act: Act, hint: bool | None = None) -> tuple[float, list, dict]:
+def play(env: PlayedEnv, seed: int, act: Act, hint: bool | None = None) -> tuple[float, list, dict]:
     """One episode, reset with `hint` (None: as the env decides, the kit's `KitEnv` by its
     plan); returns (final reward, final observation, final info). A final reward that is not
     a finite number raises PropertyFailed."""
@@ -29,16 +28,16 @@ def play(env: TraceEnv, seed: int, act: Act, hint: bool | None = None) -> tuple[
     return checked_reward(reward, seed), obs, info
 
 
-def oracle(env: TraceEnv, obs: list) -> Any:
+def oracle(env: PlayedEnv, obs: list) -> Any:
     """The env's oracle as a policy: its action for the observation."""
     return env.oracle_action(obs)
 
 
-def oracle_actions(env: TraceEnv, seed: int) -> tuple[list[Any], float]:
+def oracle_actions(env: PlayedEnv, seed: int) -> tuple[list[Any], float]:
     """The oracle's actions over one episode of `seed`, and the reward they earned."""
     actions: list[Any] = []
 
-    def record(e: TraceEnv, obs: list) -> Any:
+    def record(e: PlayedEnv, obs: list) -> Any:
         action = e.oracle_action(obs)
         actions.append(action)
         return action
@@ -47,7 +46,7 @@ def oracle_actions(env: TraceEnv, seed: int) -> tuple[list[Any], float]:
     return actions, reward
 
 
-def fingerprint(env: TraceEnv, seed: int) -> list[Any]:
+def fingerprint(env: PlayedEnv, seed: int) -> list[Any]:
     """What must be identical for a seed everywhere: task, world, oracle transcript, reward."""
     env.reset(seed=seed)
     task = sha256_json(env.task.to_json())
@@ -58,7 +57,7 @@ def fingerprint(env: TraceEnv, seed: int) -> list[Any]:
 
 def replay(actions: list[Any]) -> Act:
     """Play recorded actions, then the oracle."""
-    def act(env: TraceEnv, obs: list) -> Any:
+    def act(env: PlayedEnv, obs: list) -> Any:
         turn = env.episode.turn
         return actions[turn] if turn < len(actions) else env.oracle_action(obs)
     return act
@@ -80,11 +79,11 @@ def perturb(value: Any) -> Any:
     return "x"
 
 
-def perturbed_oracles(env: TraceEnv, seed: int) -> list[tuple[str, list[Any]]]:
+def perturbed_oracles(env: PlayedEnv, seed: int) -> list[tuple[str, list[Any]]]:
     """(description, actions) for every single change of the oracle's write arguments; for an
     oracle that writes nothing, its final reply replaced by an empty acknowledgement."""
     actions, _ = oracle_actions(env, seed)
-    toolset = env.episode.toolset
+    toolset = toolset_of(env)
     out = []
     for i, action in enumerate(actions):
         if isinstance(action, dict) and "name" in action:
@@ -104,18 +103,18 @@ def degenerate_policies(seed: int = 0) -> dict[str, Act]:
     """Policies with no understanding of the task; a sound env scores them low."""
     rng = Rng.from_seed(seed)
 
-    def random_policy(env: TraceEnv, obs: list) -> Any:
-        tools = env.episode.toolset.schemas
+    def random_policy(env: PlayedEnv, obs: list) -> Any:
+        tools = toolset_of(env).schemas
         if rng.chance(0.3):
             return rng.choice(("Hello! How can I help?", "Done.", "Could you tell me more?"))
         fn = rng.choice(tools)["function"]
         return {"name": fn["name"], "arguments": sample_value(fn["parameters"], rng)}
 
-    def always_refuse(env: TraceEnv, obs: list) -> Any:
+    def always_refuse(env: PlayedEnv, obs: list) -> Any:
         return REFUSAL
 
-    def first_write(env: TraceEnv, obs: list) -> Any:
-        toolset = env.episode.toolset
+    def first_write(env: PlayedEnv, obs: list) -> Any:
+        toolset = toolset_of(env)
         writes = [t for t in toolset.values() if t.kind is ToolKind.WRITE]
         if not writes:
             return REFUSAL

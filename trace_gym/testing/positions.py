@@ -45,7 +45,7 @@ than two such candidates it is no choice.
 Each adversary returns its reward, or None on a seed where no write of the oracle holds a
 choice (it would be the oracle itself). Like every adversary (`adversaries.py`), it touches
 an env only through `reset`, `step`, `oracle_action`, the observation and
-`env.episode.toolset`.
+`toolset_of(env)`.
 
 Rewards of 0 or 1 over a few hundred seeds move by several hundredths by chance, so
 `oracle_choices` also lists the oracle's choices themselves (write, argument, candidates,
@@ -62,10 +62,10 @@ from typing import Any
 
 import numpy as np
 
-from trace_gym.env import TraceEnv
 from trace_gym.jsondata import loads
 from trace_gym.rng import Rng
 from trace_gym.testing.adversaries import Adversary, _calls_of, _message
+from trace_gym.testing.kitenv import PlayedEnv, toolset_of
 from trace_gym.tools import ToolKind
 
 _TOKEN = re.compile(r"^#?[A-Za-z0-9_]{4,40}$")
@@ -281,10 +281,10 @@ def _write_arguments(tool: str, arguments: dict[str, Any], view: View, visit: Vi
     return {k: _replace({k: v}, pick(k))[k] for k, v in arguments.items()}
 
 
-def rewrite_choices(env: TraceEnv, obs: list[dict[str, Any]], action: Any, visit: Visit) -> Any:
+def rewrite_choices(env: PlayedEnv, obs: list[dict[str, Any]], action: Any, visit: Visit) -> Any:
     """`action` with every chosen id of its write calls replaced by `visit(choice)` (the
     action itself when nothing changed)."""
-    toolset = env.episode.toolset
+    toolset = toolset_of(env)
     _, calls = _calls_of(action)
     writes = [c["name"] in toolset and toolset[c["name"]].kind is ToolKind.WRITE
               and isinstance(c["arguments"], dict) for c in calls]
@@ -296,7 +296,7 @@ def rewrite_choices(env: TraceEnv, obs: list[dict[str, Any]], action: Any, visit
     return _message(new) if new != calls else action
 
 
-def _play(env: TraceEnv, seed: int, visit: Visit) -> float:
+def _play(env: PlayedEnv, seed: int, visit: Visit) -> float:
     obs, _ = env.reset(seed=seed)
     done = False
     while not done:
@@ -313,7 +313,7 @@ def _own_streams(seed: int, n: int) -> list[Rng]:
     return [Rng(np.random.default_rng(child)) for child in np.random.SeedSequence(seed).spawn(n)]
 
 
-def _play_rule(env: TraceEnv, seed: int, rule: Rule, rng: Rng) -> float | None:
+def _play_rule(env: PlayedEnv, seed: int, rule: Rule, rng: Rng) -> float | None:
     """One episode of the oracle with every choice made by `rule`, the same pick each time
     the same id comes at the same place; None when no write held a choice."""
     picked: dict[tuple[str, Slot], str] = {}
@@ -340,7 +340,7 @@ would add as much noise as the rule's own: with rewards of 0 or 1, the pair diff
 0.05 by chance alone."""
 
 
-def random_available(env: TraceEnv, seed: int) -> float | None:
+def random_available(env: PlayedEnv, seed: int) -> float | None:
     """The baseline: the mean reward of RANDOM_DRAWS episodes whose every choice is a
     random candidate, among the available ones."""
     rewards = [_play_rule(env, seed, _random_available, rng) for rng in _own_streams(seed, RANDOM_DRAWS)]
@@ -354,7 +354,7 @@ def chance_of(choice: Choice) -> float:
     return 1 / len(available) if choice.answer in available else 0.0
 
 
-def oracle_choices(env: TraceEnv, seed: int) -> list[Choice]:
+def oracle_choices(env: PlayedEnv, seed: int) -> list[Choice]:
     """The choices of the oracle's writes on `seed`, in order. Where the answers sit among
     their candidates shows a leak with far less noise than the rewards of a few hundred
     episodes do."""

@@ -14,7 +14,7 @@ import json
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
@@ -111,7 +111,7 @@ def _hypothesis(s: KitSettings):
     return decorate
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise PropertyFailed(message)
 
 
@@ -242,9 +242,13 @@ def _named(*names: str) -> Callable[..., dict[str, adversaries.Adversary]]:
     return lambda policy_seed=0: {name: adversaries.ADVERSARIES[name] for name in names}
 
 
+def _rewarded(act: policies.Act) -> adversaries.Adversary:
+    """The adversary that plays `act` for one episode: its reward."""
+    return lambda env, seed: policies.play(env, seed, act)[0]
+
+
 def _degenerate(policy_seed: int = 0) -> dict[str, adversaries.Adversary]:
-    return {name: (lambda env, seed, act=act: policies.play(env, seed, act)[0])
-            for name, act in policies.degenerate_policies(policy_seed).items()}
+    return {name: _rewarded(act) for name, act in policies.degenerate_policies(policy_seed).items()}
 
 
 FAMILIES: dict[str, Family] = {

@@ -181,7 +181,7 @@ class _Renamed(ast.NodeTransformer):
         node.attr = self.seen.get(node.attr, node.attr) if node.attr in ATTRIBUTES else node.attr
         return node
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.ClassDef) -> ast.AST:
         node.name = self.seen.get(node.name, node.name)
         return self.generic_visit(node)
 

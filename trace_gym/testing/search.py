@@ -26,7 +26,7 @@ Policy = Callable[[Any, list], Any]
 
 def _package_functions(task: dict[str, Any]) -> dict[str, tuple[str, ast.FunctionDef]]:
     """Function name -> (its module's name, its definition), over the package's modules."""
-    out = {}
+    out: dict[str, tuple[str, ast.FunctionDef]] = {}
     prefix = task["package"] + "/"
     for path, text in sorted(task["files"].items()):
         if path.startswith(prefix) and path.endswith(".py") and path.count("/") == 1 and not path.endswith("__init__.py"):

@@ -110,7 +110,7 @@ class World:
         return sha256_json(self.tables)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.tables == other.tables  # type: ignore[attr-defined]
+        return type(other) is type(self) and self.tables == other.tables
 
     def __hash__(self) -> int:  # mutable: unhashable, like dict
         raise TypeError(f"unhashable type: {type(self).__name__}")

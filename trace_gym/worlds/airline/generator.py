@@ -136,7 +136,7 @@ class AirlineBuilder:
         dep, arr = _hhmm(departure), _hhmm(arrival)
         r = rng.random
         lo_b, lo_e, lo_x = (lo + int(r() * (hi - lo + 1)) - 15 for lo, hi in PRICE_RANGES.values())
-        dates = {}
+        dates: dict[str, Record] = {}
         # Written for speed: flight dates are most of what a world is made of.
         for day, date, stamp in self._dates:
             if day > TODAY:

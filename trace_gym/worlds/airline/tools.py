@@ -77,7 +77,7 @@ def _flight_date(world: AirlineWorld, flight_number: str, date: str) -> Record:
     return flight["dates"][date]
 
 
-_FIELDS = {
+_FIELDS: dict[str, dict[str, type]] = {
     "flight": {"flight_number": str, "date": str},
     "passenger": {"first_name": str, "last_name": str, "dob": str},
     "payment method": {"payment_id": str, "amount": int},
