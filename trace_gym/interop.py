@@ -158,7 +158,7 @@ class TRLRollouts:
         (`trace_reward`), as TRL's `rollout_func` returns them."""
         from trace_gym.agents.episodes import EpisodeRequest, LocalBackend, sampling_seed
 
-        requests: list[Request] = []
+        requests: list[EpisodeRequest] = []
         seen: dict[int, int] = {}
         for prompt in prompts:
             try:
