@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
-try:
-    from importlib.resources.abc import Traversable
-except ImportError:  # Python 3.10 (importlib.abc's is deprecated from 3.12)
-    from importlib.abc import Traversable
 from pathlib import Path
+
+if sys.version_info >= (3, 11):  # a version check, not an ImportError, so that a type checker follows it
+    from importlib.resources.abc import Traversable
+else:  # Python 3.10 (importlib.abc's is deprecated from 3.12)
+    from importlib.abc import Traversable
 
 from trace_gym.errors import TraceGymError
 
