@@ -105,3 +105,55 @@ def test_the_readmes_registration_example_runs():
         assert "greeter" in policy_names() and namespace["policy"].act([], []) == "Hello, how can I help?"
     finally:
         _POLICIES.pop("greeter", None)
+
+
+def _plugin(tmp_path, body: str) -> dict[str, str]:
+    """An installed distribution on a path of its own whose `trace_gym.policies` entry point is
+    `greeting:register` (a module with `body`); the environment that puts it on the path."""
+    import os
+
+    (tmp_path / "greeting.py").write_text(body)
+    meta = tmp_path / "greeting-0.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: greeting\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[trace_gym.policies]\ngreeter = greeting:register\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_package_adds_a_policy_to_the_installed_cli_through_its_entry_point(tmp_path):
+    import shutil
+    import subprocess
+
+    env = _plugin(tmp_path, '''
+from trace_gym.agents import register_policy
+
+class Greeter:
+    name = "greeter"
+    def bind(self, env, seed=0, sample=0):
+        pass
+    def act(self, messages, tools):
+        return "Hello from a plugin."
+
+def register():
+    register_policy("greeter", Greeter, summary="says hello")
+''')
+    cli = shutil.which("trace-gym")
+    assert cli, "the trace-gym command is not installed"
+    out = subprocess.run([cli, "play", "trace/retail-v0", "--seed", "0", "--policy", "greeter"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Hello from a plugin." in out.stdout
+    listed = subprocess.run([cli, "play", "--help"], env=env, capture_output=True, text=True, timeout=120)
+    assert "greeter" in listed.stdout
+
+
+def test_a_plugin_that_fails_is_one_line_naming_it(tmp_path):
+    import shutil
+    import subprocess
+
+    env = _plugin(tmp_path, "def register():\n    raise RuntimeError('no greeting today')\n")
+    out = subprocess.run([shutil.which("trace-gym") or "trace-gym", "play", "trace/retail-v0", "--seed", "0"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("trace-gym: error: the policy plugin 'greeter' (greeting:register") and \
+        "no greeting today" in out.stderr

@@ -7,6 +7,13 @@ read this table, so adding a policy is one module (its class) and one `register_
 A factory is a callable, or a `"module:attr"` string imported when the policy is first made
 (as gymnasium's entry points): the mixture and router policies belong to a step
 (`trace_gym.moe`), and the library imports no step.
+
+Another package adds policies through the entry-point group `trace_gym.policies` (`PLUGINS`):
+each entry point names a callable that takes no argument and registers its policies, called
+once before the table is first read, so that they reach the installed command line too:
+
+    [project.entry-points."trace_gym.policies"]
+    greeter = "my_package.policies:register"
 """
 
 from __future__ import annotations
@@ -67,6 +74,25 @@ class PolicyEntry:
 
 
 _POLICIES: dict[str, PolicyEntry] = {}
+PLUGINS = "trace_gym.policies"
+"""The entry-point group through which other packages register policies."""
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    """Call each `trace_gym.policies` entry point once (a plugin that fails is named)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True  # before the calls: a plugin's own register_policy reads the table
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=PLUGINS):
+        try:
+            point.load()()
+        except Exception as error:  # the plugin's code: named, never a traceback
+            raise InvalidConfig(f"the policy plugin {point.name!r} ({point.value}, entry point group {PLUGINS!r}) "
+                                f"failed: {type(error).__name__}: {error}") from None
 
 
 def register_policy(name: str, factory: Callable[..., AnyPolicy] | str, *, summary: str,
@@ -88,13 +114,15 @@ def register_policy(name: str, factory: Callable[..., AnyPolicy] | str, *, summa
 
 def policy_entry(name: str) -> PolicyEntry:
     """The registered policy `name`, or an error that lists the registered ones."""
+    _load_plugins()
     if name not in _POLICIES:
         raise InvalidConfig(f"unknown policy {name!r}; registered: {', '.join(_POLICIES)}")
     return _POLICIES[name]
 
 
 def policy_names() -> list[str]:
-    """The registered policies' names, in registration order."""
+    """The registered policies' names, in registration order (the plugins' after the package's)."""
+    _load_plugins()
     return list(_POLICIES)
 
 
@@ -161,4 +189,4 @@ register_policy("served_router", "trace_gym.moe.policy:served_router",
                 options=("base_url", "model", "api_key", "temperature", "top_p", "max_tokens", "timeout", "retries",
                          "compose_dir"), episode_keys=None, server=True)
 
-__all__ = ["PolicyEntry", "make_policy", "policy_entry", "policy_names", "register_policy"]
+__all__ = ["PLUGINS", "PolicyEntry", "make_policy", "policy_entry", "policy_names", "register_policy"]
