@@ -92,8 +92,11 @@ def test_passing_audit_is_recorded_and_silences_the_warning(tmp_path):
     path = mutant(tmp_path, "fine_env")
     with pytest.warns(UnauditedEnvWarning):
         warn_if_unaudited(path)
-    report = audit(str(path), FAST, TIGHT, seed_base=0)
+    heard = []
+    report = audit(str(path), FAST, TIGHT, seed_base=0, progress=heard.append)
     assert report.passed and report.recorded, report.reasons()
+    # each property was told as it ended, in the report's order, by the trusted process's own pipe
+    assert [(p.name, p.passed) for p in heard] == [(r["name"], r["passed"]) for r in report.results]
     entry = read_lock(tmp_path)["entries"][sha256_bytes(path.read_bytes())]
     assert entry["kit_version"] == KIT_VERSION and entry["library_sha256"] == current_key()["library_sha256"]
     assert all(r["passed"] for r in entry["results"]) and stale_reason(entry) is None
@@ -156,7 +159,8 @@ def test_cli_audit_json_and_exit_status(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is False and any("network" in r for r in data["reasons"])
     assert main(["audit", str(bad), "--seed-base", "0"]) == 1
-    assert "FAILED" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "FAILED" in said.out and said.err.startswith(f"auditing {bad}: the static rules")
 
 
 def test_a_target_that_is_not_a_module_file_is_named(tmp_path):

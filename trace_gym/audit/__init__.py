@@ -34,7 +34,9 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,7 @@ from trace_gym.sandbox.isolation import IsolationUnavailable, Limits, env_mode
 from trace_gym.sandbox.isolation import resolve as resolve_isolation
 from trace_gym.testing import KIT_VERSION, KitSettings
 
-__all__ = ["audit", "AuditReport", "Limits", "AUDIT_LIMITS", "Finding", "check_source", "check_bytes"]
+__all__ = ["audit", "AuditReport", "Progress", "Limits", "AUDIT_LIMITS", "Finding", "check_source", "check_bytes"]
 
 SEED_BASES = 2**31
 """Seed bases are drawn from [0, SEED_BASES)."""
@@ -162,9 +164,10 @@ killed (its worker gets the budget less this)."""
 
 def audit(target: str, settings: KitSettings = KitSettings(), limits: Limits = AUDIT_LIMITS,
           record: bool = True, isolation: str | None = None, require_isolation: bool = False,
-          seed_base: int | None = None) -> AuditReport:
+          seed_base: int | None = None, progress: Callable[[Progress], None] | None = None) -> AuditReport:
     """Audit a generated env (an env id or a module path); see the module docstring.
-    `seed_base` None draws one at random (the report and the lock say which)."""
+    `seed_base` None draws one at random (the report and the lock say which); `progress`
+    hears of each property as it ends."""
     start = time.monotonic()
     path, env_id, attr = resolve_target(target)
     code = path.read_bytes()
@@ -182,7 +185,7 @@ def audit(target: str, settings: KitSettings = KitSettings(), limits: Limits = A
         report.isolation, report.error = f"none ({exc})", str(exc)
         mode = None
     if mode is not None:
-        _trusted(report, path, attr, settings, limits, mode.mode, start)
+        _trusted(report, path, attr, settings, limits, mode.mode, start, progress)
     report.seconds = round(time.monotonic() - start, 2)
     if report.passed and sha256_bytes(path.read_bytes()) != report.code_sha256:
         report.error = "the module changed during the audit"
@@ -196,8 +199,36 @@ def audit(target: str, settings: KitSettings = KitSettings(), limits: Limits = A
     return report
 
 
+@dataclass(frozen=True)
+class Progress:
+    """One property of an audit that has ended."""
+
+    name: str
+    passed: bool
+    seconds: float
+
+
+def _listen(pipe: int, progress: Callable[[Progress], None]) -> threading.Thread:
+    """A thread that tells `progress` of each line the trusted process writes on `pipe` (its
+    own: the worker running the module does not inherit it), until the pipe closes."""
+
+    def listen() -> None:
+        with os.fdopen(pipe, "r", errors="replace") as lines:
+            for line in lines:
+                try:
+                    item = json.loads(line)
+                    told = Progress(str(item["name"]), item["passed"] is True, float(item["seconds"]))
+                except (ValueError, TypeError, KeyError):
+                    continue
+                progress(told)
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    return thread
+
+
 def _trusted(report: AuditReport, path: Path, attr: str | None, settings: KitSettings, limits: Limits,
-             mode: str, start: float) -> None:
+             mode: str, start: float, progress: Callable[[Progress], None] | None = None) -> None:
     """Run the static rules and the kit in the trusted process (`trace_gym.audit.runner`),
     within the audit's budgets; fills the report's static findings, results or error."""
     budget = limits.wall_seconds or AUDIT_WALL_SECONDS
@@ -206,10 +237,20 @@ def _trusted(report: AuditReport, path: Path, attr: str | None, settings: KitSet
                "settings": dataclasses.asdict(settings), "limits": dataclasses.asdict(worker_limits),
                "isolation": mode}
     cpu = int(budget) + 1
-    proc = subprocess.Popen(
-        [sys.executable, "-m", RUNNER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-        preexec_fn=lambda: _trusted_limits(cpu), start_new_session=True, close_fds=True)
+    listener, write_end = None, None
+    if progress is not None:
+        read_end, write_end = os.pipe()
+        request["progress_fd"] = write_end
+        listener = _listen(read_end, progress)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", RUNNER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            preexec_fn=lambda: _trusted_limits(cpu), start_new_session=True, close_fds=True,
+            pass_fds=(write_end,) if write_end is not None else ())
+    finally:
+        if write_end is not None:
+            os.close(write_end)  # the trusted process holds the only write end: the pipe closes with it
     try:
         out, err = proc.communicate(json.dumps(request).encode(), timeout=max(1.0, start + budget - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -219,6 +260,8 @@ def _trusted(report: AuditReport, path: Path, attr: str | None, settings: KitSet
     finally:
         if proc.returncode is None:  # interrupted, or timed out: nothing of it stays
             _kill_group(proc)
+        if listener is not None:
+            listener.join(timeout=5)
     try:
         answer = json.loads(out) if proc.returncode == 0 else None
     except ValueError:

@@ -10,8 +10,11 @@ further down, in the sandboxed env worker this process starts.
 
 Request on stdin (one JSON object): path, attr, code_sha256, settings (KitSettings
 fields), limits (the worker's Limits, `wall_seconds` what is left of the audit's budget),
-isolation (the mode the caller resolved). Answer on the original stdout (one JSON object):
-static, results, error, isolation, sandboxed. Anything the kit prints goes to stderr.
+isolation (the mode the caller resolved), and optionally progress_fd: a pipe of the caller's
+on which each property's name, outcome and seconds are written as a JSON line when it ends
+(the worker, which runs the module, does not inherit it, so the module cannot write there).
+Answer on the original stdout (one JSON object): static, results, error, isolation,
+sandboxed. Anything the kit prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import ctypes
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 MAX_DETAIL_CHARS = 2000
@@ -37,6 +41,19 @@ def _not_dumpable() -> None:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_DETAIL_CHARS else text[:MAX_DETAIL_CHARS] + " [...]"
+
+
+def _progress(fd: int | None) -> Callable[[Any], None] | None:
+    """A writer of one JSON line per finished property to the caller's pipe `fd` (None: none)."""
+    if fd is None:
+        return None
+    pipe = os.fdopen(fd, "w", buffering=1)
+
+    def tell(result: Any) -> None:
+        pipe.write(json.dumps({"name": result.name, "passed": result.passed, "seconds": round(result.seconds, 1)})
+                   + "\n")
+
+    return tell
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +96,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         except TraceGymError as exc:  # what the worker reported of the module's import or class
             out["error"] = _clip(f"the module failed to load: {exc}")
             return out
-        kit = run_kit(ref, KitSettings(**settings))
+        kit = run_kit(ref, KitSettings(**settings), on_result=_progress(request.get("progress_fd")))
         out["results"] = [{**r.to_json(timings=True), "detail": _clip(r.detail)} for r in kit.results]
     except WorkerLost as exc:
         out["error"] = _clip(f"the module's worker {exc.reason}")

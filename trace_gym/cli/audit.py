@@ -34,12 +34,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit, print the report; exit 1 when the env fails it."""
-    from trace_gym.audit import AUDIT_LIMITS, audit
+    from trace_gym.audit import AUDIT_LIMITS, Progress, audit
     from trace_gym.testing import KitSettings
+
+    progress = None
+    if not args.json:  # a line per property as it ends, on stderr: the report stays the output
+        from rich.console import Console as Log
+
+        log = Log(stderr=True, highlight=False, soft_wrap=True)  # a path is never cut
+        log.print(f"auditing {args.target}: the static rules, then the property kit in a sandboxed worker",
+                  style="dim", markup=False)
+
+        def progress(p: Progress) -> None:
+            log.print(f"  {p.name}: {'ok' if p.passed else 'FAILED'} ({p.seconds:.1f} s)", style="dim", markup=False)
 
     report = audit(args.target, KitSettings(**config_values(args, KitSettings, only=("examples",))),
                    dataclasses.replace(AUDIT_LIMITS, wall_seconds=args.timeout), record=not args.no_record,
-                   isolation=args.isolation, require_isolation=args.require_isolation, seed_base=args.seed_base)
+                   isolation=args.isolation, require_isolation=args.require_isolation, seed_base=args.seed_base,
+                   progress=progress)
     if args.json:  # json escapes control characters itself
         print(json.dumps(report.to_json()))
         return 0 if report.passed else 1

@@ -18,6 +18,7 @@ only by a sandboxed env worker, and the kit drives it through `RemoteEnv` (see E
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,14 +100,19 @@ def default_properties(ref: EnvRef) -> tuple[str, ...]:
 
 
 def run_kit(ref: EnvRef, settings: KitSettings = KitSettings(), only: list[str] | None = None,
-            skip: list[str] | None = None) -> KitReport:
-    """Run the kit's properties on `ref` (all, or `only` those, less `skip`); an unknown property
-    name is refused."""
+            skip: list[str] | None = None, on_result: Callable[[PropertyResult], None] | None = None) -> KitReport:
+    """Run the kit's properties on `ref` (all, or `only` those, less `skip`), telling
+    `on_result` each result as it comes; an unknown property name is refused."""
     names = [n for n in (only or default_properties(ref)) if n not in (skip or [])]
     unknown = [n for n in names if n not in PROPERTIES]
     if unknown:
         raise InvalidConfig(f"unknown properties {unknown}; known: {', '.join(PROPERTIES)}")
-    return KitReport(ref.describe(), tuple(run_property(n, ref, settings) for n in names))
+    results = []
+    for name in names:
+        results.append(run_property(name, ref, settings))
+        if on_result is not None:
+            on_result(results[-1])
+    return KitReport(ref.describe(), tuple(results))
 
 
 __all__ = ["KIT_VERSION", "HYPOTHESIS_SEED", "EnvRef", "KitSettings", "KitReport", "PropertyResult",
