@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import REPO
 from trace_gym.cli import command_names, main
 
 PRECONDITION = "trace/precondition_verification-v0"
@@ -134,3 +135,26 @@ def test_a_closed_pipe_ends_quietly():
     writer.stdout.close()  # the reader is gone long before the 2 MB are written
     err = writer.stderr.read().decode()
     assert writer.wait() == 141 and "Traceback" not in err, err
+
+
+def test_the_model_libraries_stay_quiet_unless_verbose(tmp_path):
+    """A command that loads a model prints its own progress on stderr, not transformers'
+    loading bars; `-v` lets them through."""
+    import shutil
+    import subprocess
+
+    pytest.importorskip("transformers")
+    cli = shutil.which("trace-gym")
+    assert cli, "the trace-gym command is not installed"
+    play = [cli, "play", "trace/retail-v0", "--seed", "0", "--policy", "local", "--engine", "torch",
+            "--model-path", str(REPO / "tests" / "fixtures" / "tiny_agent"), "--max-new-tokens", "4"]
+    import os
+
+    # the suite's own process may have set these (an in-process command quiets the libraries)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_NO_ADVISORY_WARNINGS")}
+    quiet = subprocess.run(play, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "local model tiny_agent" in quiet.stderr and "Loading weights" not in quiet.stderr, quiet.stderr
+    loud = subprocess.run([*play, "-v"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert loud.returncode == 0 and "Loading weights" in loud.stderr, loud.stderr

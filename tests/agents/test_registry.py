@@ -40,8 +40,8 @@ def test_built_in_policies_are_registered_in_order():
 
 
 def test_one_line_makes_a_policy_playable_listed_and_fingerprinted(greeter, tmp_path, capsys):
-    from trace_gym.cli import main
     from trace_gym.agents.spec import describe_policy
+    from trace_gym.cli import main
 
     assert isinstance(make_policy("greeter"), Greeter)
     assert describe_policy("greeter", text="hi", timeout=9.0) == {"name": "greeter", "text": "hi"}

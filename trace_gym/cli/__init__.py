@@ -61,7 +61,7 @@ module and one entry here."""
 DESCRIPTION = ("Turn an LLM agent's recurring failures into capability-targeted training environments "
                "(TRACE): analyze, synthesize, train, compose.")
 
-__all__ = ["COMMANDS", "EXTRAS", "build_parser", "command_names", "main", "version"]
+__all__ = ["COMMANDS", "EXTRAS", "build_parser", "command_names", "main", "quiet_libraries", "version"]
 
 
 def command_names() -> list[str]:
@@ -74,6 +74,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     flags and the others are listed by name and help: `main` builds it so, since a command's
     flags import its config dataclass and a step's config module may import torch."""
     parser = argparse.ArgumentParser(prog="trace-gym", description=DESCRIPTION)
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         names: list[tuple[str, str, dict[str, Any]]] = [(command.NAME, command.HELP, {})]
@@ -81,6 +82,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             names.append((command.ALIAS, command.ALIAS_HELP, {"scratch": True}))
         for name, helptext, extra in names:
             p = sub.add_parser(name, help=helptext, description=helptext)
+            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
             if only is None or only == name:
                 command.add_arguments(p, **extra)
             p.set_defaults(run=command.run)
@@ -96,6 +98,40 @@ INTERRUPTED = 130
 """Exit code after Ctrl-C (128 + SIGINT, as shells report it)."""
 BROKEN_PIPE = 141
 """Exit code when the reader of our output went away (128 + SIGPIPE, as `head` leaves it)."""
+
+
+VERBOSE_HELP = ("also show the libraries' own loading bars and advisory warnings (transformers, torch, peft, "
+                "trl) and trace-gym's debug log")
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """Send trace-gym's log (the `trace_gym` logger) to stderr through rich, and, unless
+    `verbose`, keep the model libraries' loading bars and advisory warnings out of it: what a
+    command prints is its own progress (stderr) and its results (stdout)."""
+    import logging
+    import os
+    import warnings
+
+    from rich.logging import RichHandler
+
+    logger = logging.getLogger("trace_gym")
+    if not logger.handlers:
+        logger.addHandler(RichHandler(console=_stderr_console(), show_path=False, markup=False))
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    if verbose:
+        return
+    # read when those libraries are first imported: set before any command imports them
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    for category in (FutureWarning, UserWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category, module=r"(transformers|torch|peft|trl|accelerate)(\.|$)")
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 def version() -> str:
@@ -133,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
         args = build_parser(only=chosen).parse_args(argv)
+        quiet_libraries(getattr(args, "verbose", False))
         if getattr(args, "config", None):
             check_run_config(args.config)
         return args.run(args)

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from trace_gym.audit import AUDIT_LIMITS, Progress, audit
     from trace_gym.testing import KitSettings
 
+    settings = KitSettings(**config_values(args, KitSettings, only=("examples",)))  # refused before any line
     progress = None
     if not args.json:  # a line per property as it ends, on stderr: the report stays the output
         from rich.console import Console as Log
@@ -48,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
         def progress(p: Progress) -> None:
             log.print(f"  {p.name}: {'ok' if p.passed else 'FAILED'} ({p.seconds:.1f} s)", style="dim", markup=False)
 
-    report = audit(args.target, KitSettings(**config_values(args, KitSettings, only=("examples",))),
-                   dataclasses.replace(AUDIT_LIMITS, wall_seconds=args.timeout), record=not args.no_record,
+    report = audit(args.target, settings, dataclasses.replace(AUDIT_LIMITS, wall_seconds=args.timeout), record=not args.no_record,
                    isolation=args.isolation, require_isolation=args.require_isolation, seed_base=args.seed_base,
                    progress=progress)
     if args.json:  # json escapes control characters itself
