@@ -88,7 +88,7 @@ def label_run(analyst: Analyst, capabilities: list[dict[str, Any]], records: lis
                         summaries=[summarize(r, limits) for r in group], ids=[r["id"] for r in group])
         # The run index makes each run its own conversation (and its own cache entries).
         messages = [{"role": "system", "content": f"Labelling run {run + 1}."}, {"role": "user", "content": prompt}]
-        value = analyst.ask_json(messages, schema(names), lambda v, g=group: check_lists(v, names, g), what="labelling")
+        value = analyst.ask_json(messages, schema(names), lambda v: check_lists(v, names, group), what="labelling")
         for name in names:
             for key in LISTS:
                 for tid in value["labels"][name][key]:

@@ -85,7 +85,7 @@ class Analyst:
         problem or None); otherwise the problem is sent back, up to `retries` times."""
         validate = fastjsonschema.compile(schema)
         history = list(messages)
-        problem = ""
+        problem: str | None = ""
         for _ in range(self.retries + 1):
             content = self.complete(history)
             try:

@@ -30,8 +30,9 @@ def capability_of(env_id: str) -> str:
     without `-v0`."""
     from trace_gym.registry import entry, known
 
-    if known(env_id) and entry(env_id).capability:
-        return entry(env_id).capability
+    capability = entry(env_id).capability if known(env_id) else None
+    if capability:
+        return capability
     return env_id.split("/")[-1].removesuffix("-v0")
 
 

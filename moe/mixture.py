@@ -31,13 +31,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from trace_gym.agents import prefix
-from trace_gym.errors import InvalidConfig
+from trace_gym.errors import InternalError, InvalidConfig
 
 BASE_BIAS = 5.0
 
@@ -87,7 +87,9 @@ def load_adapter(path: str | Path, name: str | None = None) -> Adapter:
         raise InvalidConfig(f"{path}: per-module ranks or alphas are not supported")
     scaling = alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
     targeted = tuple(config.get("target_parameters") or ())
-    A, B, factors = {}, {}, {}
+    A: dict[str, torch.Tensor] = {}
+    B: dict[str, torch.Tensor] = {}
+    factors: dict[str, dict[int, dict[str, torch.Tensor]]] = {}  # module -> depth -> "A" / "B" -> tensor
     for key, tensor in tensors.items():
         match = re.fullmatch(r"base_model\.model\.(.+?)((?:\.base_layer)*)\.lora_([AB])\.weight", key)
         if not match:
@@ -126,8 +128,11 @@ class RoutedLoRALinear(nn.Module):
         self.base, self.route = base, route
         self.experts = [e for e, a in enumerate(A) if a is not None]
         for e in self.experts:
-            self.register_buffer(f"A{e}", A[e].to(base.weight), persistent=False)
-            self.register_buffer(f"B{e}", B[e].to(base.weight), persistent=False)
+            a, b = A[e], B[e]
+            if a is None or b is None:
+                raise InvalidConfig(f"expert {e}: its lora_A and lora_B weights do not pair up")
+            self.register_buffer(f"A{e}", a.to(base.weight), persistent=False)
+            self.register_buffer(f"B{e}", b.to(base.weight), persistent=False)
         self.scaling = scaling
 
     def delta(self, e: int, x: torch.Tensor) -> torch.Tensor:
@@ -142,8 +147,10 @@ class RoutedLoRALinear(nn.Module):
         flat_x = x.reshape(-1, x.shape[-1])                                  # (tokens, in)
         route = self.route
         if route.probs is not None:  # soft: every expert on every token, weighted (gate training)
-            delta = sum(route.probs[:, e + 1: e + 2] * self.delta(e, flat_x) for e in self.experts)
-            return y + delta.reshape(y.shape) if self.experts else y
+            if not self.experts:
+                return y
+            terms = [route.probs[:, e + 1: e + 2] * self.delta(e, flat_x) for e in self.experts]
+            return y + sum(terms[1:], terms[0]).reshape(y.shape)
         flat_y = y.reshape(-1, y.shape[-1])
         for e in self.experts:
             index = route.index[e] if e < len(route.index) else None
@@ -241,6 +248,22 @@ class Gate(nn.Module):
         route.index = [(choice == e + 1).nonzero()[:, 0] for e in range(n)]
 
 
+def _hidden_size(model: nn.Module) -> int:
+    """The hidden size of a transformers model, from its config."""
+    size = getattr(model.config, "hidden_size", None)  # torch's stubs type `config` Tensor | Module: it is neither
+    if not isinstance(size, int):
+        raise InvalidConfig(f"{type(model).__name__}: its config has no hidden_size")
+    return size
+
+
+def _input_layernorm(layer: nn.Module) -> nn.Module:
+    """A decoder layer's input layernorm (the module whose output its gate reads)."""
+    norm = layer.input_layernorm
+    if not isinstance(norm, nn.Module):
+        raise InvalidConfig(f"{type(layer).__name__}: no input_layernorm module")
+    return norm
+
+
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
     """The decoder layers of a transformers causal LM (Llama, Qwen3 and alike), each with the
     input layernorm whose output its gate reads."""
@@ -259,16 +282,17 @@ class Mixture:
         for p in model.parameters():
             p.requires_grad_(False)
         layers = decoder_layers(model)
-        hidden = model.config.hidden_size
+        hidden = _hidden_size(model)
         device = next(model.parameters()).device
         self.routes = [Route() for _ in layers]
-        self.gates = nn.ModuleList(Gate(hidden, len(adapters), r, device) for r in self.routes)
-        self._hooks = [layer.input_layernorm.register_forward_hook(g.observe) for layer, g in zip(layers, self.gates)]
+        gates = [Gate(hidden, len(adapters), r, device) for r in self.routes]
+        self.gates = nn.ModuleList(gates)
+        self._hooks = [_input_layernorm(layer).register_forward_hook(g.observe) for layer, g in zip(layers, gates)]
         prefix = "model.layers."
         targets = sorted({m for a in adapters for m in a.A})
         owners = sorted({m for a in adapters for m in a.P})
         named = dict(model.named_modules())
-        wraps = {}
+        wraps: dict[str, nn.Module] = {}
         for name in targets:  # every check before any module is wrapped: a refused mixture leaves the model as it was
             match = re.match(rf"{re.escape(prefix)}(\d+)\.", name)
             module = named.get(name)
@@ -320,7 +344,12 @@ class Mixture:
     def from_dirs(cls, model: nn.Module, adapter_dirs: list[str | Path], names: list[str] | None = None) -> Mixture:
         """A mixture over `model` of the adapters in these directories (named by `names`, or
         by their directories)."""
-        return cls(model, [load_adapter(p, n) for p, n in zip(adapter_dirs, names or [None] * len(adapter_dirs))])
+        given: list[str | None] = list(names) if names else [None] * len(adapter_dirs)
+        return cls(model, [load_adapter(p, n) for p, n in zip(adapter_dirs, given)])
+
+    def _gates(self) -> list[Gate]:
+        """The gates as Gates (iterating an nn.ModuleList yields plain Modules)."""
+        return cast(list[Gate], list(self.gates))  # __init__ puts only Gates in `gates`
 
     def gate_parameters(self) -> list[nn.Parameter]:
         """The gates' parameters: the only ones gate training updates."""
@@ -329,17 +358,22 @@ class Mixture:
     def soft(self, on: bool = True) -> None:
         """Switch every gate to soft routing (every expert, weighted by its probability), or
         back to hard top-1 routing."""
-        for g in self.gates:
+        for g in self._gates():
             g.soft = on
 
     def force(self, expert: int | None) -> None:
         """Route every token to `expert` (0: the base), or None to let the gates decide."""
-        for g in self.gates:
+        for g in self._gates():
             g.forced = expert
 
     def gate_logits(self) -> list[torch.Tensor]:
         """Per layer, the gate logits `(tokens, N + 1)` of the last forward."""
-        return [r.logits for r in self.routes]
+        logits = []
+        for r in self.routes:
+            if r.logits is None:
+                raise InternalError("gate_logits: the gates have not seen a forward yet")
+            logits.append(r.logits)
+        return logits
 
     def save_gates(self, path: str | Path) -> None:
         """The gates (a small safetensors file) and the adapters they route to (a JSON file beside it)."""
@@ -350,11 +384,11 @@ class Mixture:
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        save_file({f"gates.{i}.{k}": v.detach().contiguous().cpu() for i, g in enumerate(self.gates)
+        save_file({f"gates.{i}.{k}": v.detach().contiguous().cpu() for i, g in enumerate(self._gates())
                    for k, v in g.linear.state_dict().items()}, str(path / "gates.safetensors"))
         write_json_atomic(path / "mixture.json", {
             "schema_version": 1, "experts": self.names, "base_bias": BASE_BIAS,
-            "layers": len(self.gates), "hidden": self.model.config.hidden_size,
+            "layers": len(self.gates), "hidden": _hidden_size(self.model),
             "adapters": [{"name": a.name, "path": str(a.path.resolve()), "sha256": dir_sha256(a.path)}
                          for a in self.adapters]})
 
@@ -367,7 +401,7 @@ class Mixture:
         info = json.loads((path / "mixture.json").read_text())
         mixture = cls.from_dirs(model, [a["path"] for a in info["adapters"]], [a["name"] for a in info["adapters"]])
         weights = load_file(str(path / "gates.safetensors"))
-        for i, g in enumerate(mixture.gates):
+        for i, g in enumerate(mixture._gates()):
             g.linear.load_state_dict({k: weights[f"gates.{i}.{k}"] for k in ("weight", "bias")})
         return mixture
 
@@ -377,5 +411,5 @@ def gate_parameter_count(model: nn.Module, n_experts: int) -> int:
     code as a mixture's, so it works on a meta-device model too)."""
     layers = decoder_layers(model)
     device = next(model.parameters()).device
-    gates = [Gate(model.config.hidden_size, n_experts, Route(), device) for _ in layers]
+    gates = [Gate(_hidden_size(model), n_experts, Route(), device) for _ in layers]
     return sum(p.numel() for g in gates for p in g.parameters())

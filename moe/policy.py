@@ -19,14 +19,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trace_gym.agents.local import LocalModelPolicy
 from trace_gym.driver import Live, Reply
+from trace_gym.errors import InternalError
 from trace_gym.jsondata import canonical_json
 from trace_gym.provenance import dir_sha256
+
+
+def _dtype(policy: LocalModelPolicy) -> str:
+    """The dtype a policy loaded from a model directory runs in."""
+    if policy.placement is None:  # only a policy over a model already in memory (`from_model`) has none
+        raise InternalError(f"{policy.name}: no placement (the policy was not loaded from a model directory)")
+    return policy.placement.dtype
 
 
 class MixturePolicy(LocalModelPolicy):
@@ -37,8 +45,8 @@ class MixturePolicy(LocalModelPolicy):
         from trace_gym.moe.mixture import Mixture
 
         super().__init__(model_path, **kwargs)
-        self.mixture = Mixture.load(self.model, mixture)  # wraps the model's modules in place
         self.mixture_path = Path(mixture)
+        self.mixture = Mixture.load(self.model, self.mixture_path)  # wraps the model's modules in place
         self.name = f"mixture:{Path(model_path).name}+{self.mixture_path.name}"
         self.model_path = Path(model_path)
 
@@ -50,7 +58,7 @@ class MixturePolicy(LocalModelPolicy):
                 "adapters_sha256": [a["sha256"] for a in json.loads(
                     (self.mixture_path / "mixture.json").read_text())["adapters"]],
                 "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "seed": self.seed, "dtype": self.placement.dtype}
+                "seed": self.seed, "dtype": _dtype(self)}
 
 
 class RouterPolicy:
@@ -58,7 +66,7 @@ class RouterPolicy:
     each conversation is routed once and stays with its option (its cache too). A batched
     policy (`submit` / `collect` / `release`), usable one conversation at a time (`act`)."""
 
-    def __init__(self, model_path: str | os.PathLike, adapters: dict[str, str | os.PathLike], **kwargs: Any) -> None:
+    def __init__(self, model_path: str | os.PathLike, adapters: Mapping[str, str | os.PathLike], **kwargs: Any) -> None:
         from peft import PeftModel
 
         from trace_gym.moe.router import TaskRouter, first_user_turn
@@ -159,7 +167,7 @@ class RouterPolicy:
         return {"name": "router", "model_sha256": dir_sha256(self.model_path),
                 "adapters_sha256": {k: dir_sha256(v) for k, v in sorted(self.adapters.items())},
                 "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "seed": self.base.seed, "dtype": self.base.placement.dtype}
+                "seed": self.base.seed, "dtype": _dtype(self.base)}
 
 
 class ServedRouterPolicy:
@@ -168,7 +176,7 @@ class ServedRouterPolicy:
     request to the chosen adapter (or the base). A turn-by-turn policy (the driver runs one
     instance per episode, in threads)."""
 
-    def __init__(self, adapters: dict[str, str | os.PathLike], base_url: str | None = None, model: str | None = None,
+    def __init__(self, adapters: Mapping[str, str | os.PathLike], base_url: str | None = None, model: str | None = None,
                  **endpoint: Any) -> None:
         from trace_gym.agents.endpoint import EndpointPolicy
         from trace_gym.moe.router import first_user_turn, options
@@ -180,7 +188,8 @@ class ServedRouterPolicy:
         for name, path in self.adapters.items():
             self.per_option[name] = EndpointPolicy(base_url, model, adapter=path, **endpoint)
         base = self.per_option["base"]
-        self.client, self.base_model = base.client, base.base_model
+        # EndpointPolicy refuses to start without the served model's name, so it is a str here
+        self.client, self.base_model = base.client, cast(str, base.base_model)
         self.decisions: dict[str, str] = {}
         self.name = f"served_router:{self.base_model}+{'+'.join(self.adapters)}"
 

@@ -188,7 +188,7 @@ class GRPOConfig:
                               ("model_dtype", MODEL_DTYPES)):
             require(self, name, getattr(self, name) in allowed, f"allowed: {', '.join(allowed)}")
         bad = [t for t in self.lora_targets if not isinstance(t, str) or not t]
-        require(self, "lora_targets", (self.lora_targets or self.lora_target_parameters) and not bad,
+        require(self, "lora_targets", bool(self.lora_targets or self.lora_target_parameters) and not bad,
                 "must be a list of module names (empty only with lora_target_parameters)")
         require(self, "old_logp", self.backend != "openvino" or self.old_logp != "sampler",
                 "cannot be 'sampler' with backend 'openvino' (it samples in bf16: its log-probabilities are not the "
@@ -196,7 +196,7 @@ class GRPOConfig:
         require(self, "top_p", self.backend != "vllm" or self.old_logp == "trainer" or self.top_p == 1.0,
                 "must be 1.0 with backend 'vllm' unless old_logp is 'trainer' (vLLM's processed log-probabilities "
                 "are renormalised over the top-p nucleus, so they are not the trainer's log_softmax(logits / T))")
-        require(self, "env_id", isinstance(self.env_id, str) and self.env_id, "must be an env id")
+        require(self, "env_id", isinstance(self.env_id, str) and bool(self.env_id), "must be an env id")
         require(self, "device", isinstance(self.device, str) and (self.device in ("auto", "cpu")
                                                                   or self.device.startswith("cuda")),
                 "allowed: auto, cpu, cuda, cuda:N")

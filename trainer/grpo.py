@@ -280,7 +280,7 @@ def _update(model: Any, optimizer: torch.optim.Optimizer, batch: Batch, config: 
     metrics: dict[str, float] = {}
     model.train()
     for step in range(config.steps_per_batch):
-        sums = defaultdict(float)
+        sums: defaultdict[str, float] = defaultdict(float)
 
         def token_loss(logp: torch.Tensor, index: torch.Tensor, old=old, step=step, sums=sums) -> torch.Tensor:
             p_old = old[index]
@@ -360,13 +360,15 @@ class Probe:
         after = self.logp(model, run, temperature)
         with model.disable_adapter():
             ref = self.logp(model, run, temperature)
+        if self.before is None:
+            raise InternalError("Probe.movement needs `before`: the probe's log-probabilities before the update")
         after, ref = after.double(), ref.double()  # k3 of a change of 1e-4 nats is 5e-9: below fp32's reach of 1
         change = after - self.before.double()
         toward = torch.sign(self.advantage.to(change.device)) * change
-        change, toward, kl, n = distributed.sum_floats(
+        moved, signed, kl, n = distributed.sum_floats(
             [float(change.sum()), float(toward.sum()), float(k3_kl(after, ref).sum()), float(len(after))])
-        return {"policy/logp_change": change / max(1.0, n),
-                "policy/logp_change_toward_advantage": toward / max(1.0, n), "policy/kl_to_base": kl / max(1.0, n)}
+        return {"policy/logp_change": moved / max(1.0, n),
+                "policy/logp_change_toward_advantage": signed / max(1.0, n), "policy/kl_to_base": kl / max(1.0, n)}
 
 
 # -- the iteration ---------------------------------------------------------------------------

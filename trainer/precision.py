@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 
-def frozen_linear_weights(model: Any) -> list[torch.nn.Parameter]:
+def frozen_linear_weights(model: Any) -> list[torch.Tensor]:
     """The fp32 weights of the model's linear layers that do not train and that no other
     module shares (a tied output layer's weight is the input embedding's)."""
     shared = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}

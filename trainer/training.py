@@ -96,6 +96,8 @@ def make_backend(config: GRPOConfig, model: Any, tokenizer: Any, out: Path, temp
         from trace_gym.trainer.distributed import world
         from trace_gym.trainer.openvino import OpenVINOBackend
 
+        if base is None:
+            raise InvalidConfig("the openvino backend needs the base model's directory (`base`)")
         rank, size = world()
         served = out / "served_adapters" / ("rollouts" if temperature is None else "eval")
         return OpenVINOBackend(base, config.env_id, config.env_kwargs,
@@ -190,7 +192,8 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
     say = log or (lambda message: None)
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
-    start, state = 0, {"config_key": config.key(), "resume_key": config.resume_key(), "best": None}
+    start = 0
+    state: dict[str, Any] = {"config_key": config.key(), "resume_key": config.resume_key(), "best": None}
     found = checkpoint.latest(out)
     if found is not None and not resume:
         raise TraceGymError(f"{out} already holds a training run ({found.name}); pass --resume to continue it, "
@@ -243,7 +246,7 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                         state["best"] = {"iteration": i, "val/mean_reward": row["val/mean_reward"]}
                         if lead:
                             export_adapter(model, out / "best", config, base, row)
-                if lead:
+                if metrics_log is not None:  # only the lead (rank 0) keeps the metrics log
                     metrics_log.write(row)
                     rates.record(f"train {config.backend}", config.env_id, row["episodes/total"],
                                  row["time/rollout_s"] + row["time/update_s"])  # for --dry-run's estimates

@@ -207,7 +207,7 @@ class _Completions:
             self.started += 1
         prompt = render_prompt(backend.tokenizer, live.messages, live.tools)
         loss_prompt = prompt
-        if live.episode.hint:
+        if live.episode.hint and live.system_prompt_unhinted is not None:
             loss_prompt = render_prompt(backend.tokenizer, unhinted(live.messages, live.system_prompt_unhinted),
                                         live.tools)
         # each turn its own seed, from the episode's and the turn's index: a rerun samples the same

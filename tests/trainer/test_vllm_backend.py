@@ -109,3 +109,24 @@ def test_a_server_error_is_named(tmp_path, monkeypatch):
         backend.served = "never-loaded"
         with pytest.raises(TraceGymError, match="answered 404.*never-loaded"):
             backend.play([EpisodeRequest(1, 0, False, 0)])
+
+
+def test_a_hinted_episode_of_an_env_without_an_unhinted_prompt_is_played_as_the_other_backends_play_it():
+    """An env whose reset info gives no `system_prompt_unhinted` has no hint-free prompt to
+    condition the loss on: the loss conditions on the prompt played, as the local and OpenVINO
+    backends do (this backend rendered a system prompt of None, and the chat template failed)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from trace_gym.driver import EpisodeRequest, Live
+    from trace_gym.trainer.vllm import _Completions
+
+    backend = SimpleNamespace(served="trace-adapter", urls=["http://unused/v1"],
+                              tokenizer=AutoTokenizer.from_pretrained(FIXTURE), complete=lambda url, prompt, seed: None)
+    messages = [{"role": "system", "content": "Help the customer."}, {"role": "user", "content": "Hi."}]
+    live = Live(0, EpisodeRequest(1, 0, hint=True), "some/env-v0", None, messages, [], None)
+    with _Completions(backend, 1) as policy:
+        policy.submit(live)
+        ((_, prompt, loss_prompt),) = policy.pending.values()
+    assert prompt and loss_prompt == prompt
