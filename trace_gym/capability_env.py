@@ -14,7 +14,6 @@ tools and hint guidance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -206,11 +205,11 @@ class CapabilityEnv(TraceEnv):
     """Domain -> names of the target tools this env exposes."""
     guidance: ClassVar[str]
     """Expert guidance for hint mode (never names a tool or an argument)."""
-    generate_task: ClassVar[Callable[[Rng, Any], tuple[Any, World]]]
+    generate_task: ClassVar[staticmethod[[Rng, Any], tuple[Any, World]]]
     """The module's `generate(rng, config)`."""
-    verify_task: ClassVar[Callable[..., Verdict]]
+    verify_task: ClassVar[staticmethod[[Any, World, World, list[msg.Message]], Verdict]]
     """The module's `verify(task, initial_world, final_world, messages)`."""
-    oracle: ClassVar[Callable[[Any, list], Any]]
+    oracle: ClassVar[staticmethod[[Any, list[msg.Message]], Any]]
     """The module's `oracle(task, messages)`."""
 
     def __init__(self, render_mode: str | None = None, **knobs: Any) -> None:
