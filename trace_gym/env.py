@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -71,8 +71,8 @@ class EpisodeState:
     messages: list[msg.Message]
     system_prompt_unhinted: str
     max_steps: int
-    toolset: Toolset | None = None
-    """The tools of this episode (default: the env's)."""
+    toolset: Toolset
+    """The tools of this episode: the task's own, else the env's."""
     capabilities_needed: tuple[str, ...] = ()
     seed: int | None = None
     hint: bool = False
@@ -133,7 +133,7 @@ class TraceEnv(gym.Env[list, Any]):
     (0.0, True)
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
     toolset: Toolset
 
