@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from trace_gym import messages as msg
-from trace_gym.env import EpisodeState, NewEpisode, TraceEnv
+from trace_gym.env import EpisodeState, NewEpisode, Task, TraceEnv
 from trace_gym.errors import InvalidConfig
 from trace_gym.jsondata import copy_json, dumps_tree
 from trace_gym.rng import Rng
@@ -196,7 +196,7 @@ def next_step(task: Any, messages: list[msg.Message], plan: list[Any]) -> Any:
     return copy_json(plan[min(done, len(plan) - 1)])
 
 
-class CapabilityEnv(TraceEnv):
+class CapabilityEnv(TraceEnv[Task, World]):
     """Base class of the capability envs (see the module docstring)."""
 
     capability: ClassVar[str]
