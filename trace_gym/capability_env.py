@@ -14,12 +14,11 @@ tools and hint guidance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from trace_gym import messages as msg
-from trace_gym.env import EpisodeState, NewEpisode, TraceEnv
+from trace_gym.env import EpisodeState, NewEpisode, Task, TraceEnv
 from trace_gym.errors import InvalidConfig
 from trace_gym.jsondata import copy_json, dumps_tree
 from trace_gym.rng import Rng
@@ -197,7 +196,7 @@ def next_step(task: Any, messages: list[msg.Message], plan: list[Any]) -> Any:
     return copy_json(plan[min(done, len(plan) - 1)])
 
 
-class CapabilityEnv(TraceEnv):
+class CapabilityEnv(TraceEnv[Task, World]):
     """Base class of the capability envs (see the module docstring)."""
 
     capability: ClassVar[str]
@@ -206,11 +205,11 @@ class CapabilityEnv(TraceEnv):
     """Domain -> names of the target tools this env exposes."""
     guidance: ClassVar[str]
     """Expert guidance for hint mode (never names a tool or an argument)."""
-    generate_task: ClassVar[Callable[[Rng, Any], tuple[Any, World]]]
+    generate_task: ClassVar[staticmethod[[Rng, Any], tuple[Any, World]]]
     """The module's `generate(rng, config)`."""
-    verify_task: ClassVar[Callable[..., Verdict]]
+    verify_task: ClassVar[staticmethod[[Any, World, World, list[msg.Message]], Verdict]]
     """The module's `verify(task, initial_world, final_world, messages)`."""
-    oracle: ClassVar[Callable[[Any, list], Any]]
+    oracle: ClassVar[staticmethod[[Any, list[msg.Message]], Any]]
     """The module's `oracle(task, messages)`."""
 
     def __init__(self, render_mode: str | None = None, **knobs: Any) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -35,7 +35,6 @@ from trace_gym.rng import Rng
 from trace_gym.spaces import ActionSpace, ConversationSpace
 from trace_gym.tools import ToolKind, Toolset
 from trace_gym.verdict import Verdict
-from trace_gym.worlds.world import World
 
 HINT_OPEN, HINT_CLOSE = "<expert_guidance>", "</expert_guidance>"
 _CODE_SHA256: dict[type, str] = {}
@@ -61,18 +60,41 @@ class Task(Protocol):
         ...
 
 
+_Forked = TypeVar("_Forked", bound="EpisodeWorld")
+
+
+class EpisodeWorld(Protocol):
+    """What the loop needs of an episode's world: a copy for the agent to change, a content hash.
+
+    A `trace_gym.worlds.world.World` has both, and so has a coding env's repository.
+    """
+
+    def fork(self: _Forked) -> _Forked:
+        """Return a copy that changes apart from this world."""
+        ...
+    def hash(self) -> str:
+        """Return the content hash: equal worlds, equal hashes."""
+        ...
+
+
+TaskT = TypeVar("TaskT", bound=Task)
+"""An env's task type."""
+WorldT = TypeVar("WorldT", bound=EpisodeWorld)
+"""An env's world type."""
+
+
 @dataclass
-class EpisodeState:
+class EpisodeState(Generic[TaskT, WorldT]):
     """Everything an env keeps about the episode in progress (`TraceEnv.episode`)."""
 
-    task: Task
-    initial_world: World
-    world: World
+    task: TaskT
+    initial_world: WorldT
+    world: WorldT
     messages: list[msg.Message]
     system_prompt_unhinted: str
     max_steps: int
-    toolset: Toolset | None = None
-    """The tools of this episode (default: the env's)."""
+    toolset: Toolset
+    """The tools of this episode: the task's own, else the env's."""
     capabilities_needed: tuple[str, ...] = ()
     seed: int | None = None
     hint: bool = False
@@ -89,11 +111,11 @@ class EpisodeState:
 
 
 @dataclass
-class NewEpisode:
+class NewEpisode(Generic[TaskT, WorldT]):
     """What a subclass returns from `_new_episode`."""
 
-    task: Task
-    world: World
+    task: TaskT
+    world: WorldT
     system_prompt: str
     opening: list[msg.Message]
     max_steps: int
@@ -108,7 +130,7 @@ def with_hint(system_prompt: str, hint: str) -> str:
     return f"{system_prompt}\n\n{HINT_OPEN}\n{hint}\n{HINT_CLOSE}"
 
 
-class TraceEnv(gym.Env[list, Any]):
+class TraceEnv(gym.Env[list, Any], Generic[TaskT, WorldT]):
     """Base class of every trace-gym env. See the module docstring for the contract.
 
     An episode: the observation is the conversation so far, an action is the agent's turn
@@ -133,7 +155,7 @@ class TraceEnv(gym.Env[list, Any]):
     (0.0, True)
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
     toolset: Toolset
 
@@ -147,22 +169,22 @@ class TraceEnv(gym.Env[list, Any]):
         self.toolset = toolset
         self.observation_space = ConversationSpace()
         self.action_space = ActionSpace(toolset)
-        self._episode: EpisodeState | None = None
+        self._episode: EpisodeState[TaskT, WorldT] | None = None
 
     # -- what a subclass provides ---------------------------------------------------
 
-    def _new_episode(self, rng: Rng) -> NewEpisode:
+    def _new_episode(self, rng: Rng) -> NewEpisode[TaskT, WorldT]:
         raise NotImplementedError
 
-    def _after_reply(self, episode: EpisodeState, text: str) -> str | None:
+    def _after_reply(self, episode: EpisodeState[TaskT, WorldT], text: str) -> str | None:
         """A reply to the user was sent; return a termination reason to end the episode."""
         raise NotImplementedError
 
-    def _after_tools(self, episode: EpisodeState, names: list[str]) -> str | None:
+    def _after_tools(self, episode: EpisodeState[TaskT, WorldT], names: list[str]) -> str | None:
         """Tool calls were executed; return a termination reason to end the episode."""
         return None
 
-    def verify(self, task: Any, initial_world: World, final_world: World,
+    def verify(self, task: TaskT, initial_world: WorldT, final_world: WorldT,
                messages: list[msg.Message]) -> Verdict:
         """Score an episode; a pure function of its arguments."""
         raise NotImplementedError
@@ -293,14 +315,14 @@ class TraceEnv(gym.Env[list, Any]):
     # -- what users and tools read ----------------------------------------------------
 
     @property
-    def episode(self) -> EpisodeState:
+    def episode(self) -> EpisodeState[TaskT, WorldT]:
         """The episode in progress (raises EpisodeError before the first reset)."""
         if self._episode is None:
             raise EpisodeError("no episode yet: call reset()")
         return self._episode
 
     @property
-    def task(self) -> Task:
+    def task(self) -> TaskT:
         """The task of the episode in progress."""
         return self.episode.task
 

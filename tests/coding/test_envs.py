@@ -204,6 +204,7 @@ def test_reproduced_means_the_code_ran_before_the_first_edit_of_the_package(envs
     edit = ("edit_file", {"path": task.bug_file, "start_line": 1, "end_line": 1, "new_text": "x"})
     scratch = ("create_file", {"path": "reproduce.py", "content": f"from {task.package} import *"})
     idle = ("create_file", {"path": "idle.py", "content": "print('nothing of the package')"})
+    refused = ("create_file", {"path": "reproduce.py", "content": None})  # the tool refuses it: the file stays
     repo = Repo(dict(task.files))
 
     def command(text):
@@ -214,6 +215,7 @@ def test_reproduced_means_the_code_ran_before_the_first_edit_of_the_package(envs
                               (calls(command("python -c pass"), edit), False),
                               (calls(command("python3 -c 'print(1)' && true"), edit), False),
                               (calls(idle, command("python idle.py"), edit), False),
+                              (calls(scratch, refused, command("python reproduce.py"), edit), True),
                               (calls(command(f"python -c 'import {task.package}'"), edit), True),
                               (calls(command("python -m pytest -q tests"), edit), True),
                               (calls(("run_tests", {}), edit), True),

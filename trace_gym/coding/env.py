@@ -79,7 +79,7 @@ def system_prompt(style: str) -> str:
     return f"{DOMAIN.intro}\n\n{RULES[style]}"
 
 
-class CodingEpisodeEnv(TraceEnv):
+class CodingEpisodeEnv(TraceEnv[CodingTask, Repo]):
     """What every coding env shares: a generated task's repository as the world, the issue
     as the opening, the episode ended by a reply or by the env's end tool. Subclasses name
     their tools, config, instructions and hint, and supply `verify` and `oracle_action`."""

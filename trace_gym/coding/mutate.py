@@ -31,6 +31,7 @@ import ast
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from trace_gym.rng import Rng
 
@@ -38,12 +39,13 @@ BUG_KINDS = ("off_by_one", "wrong_comparison", "swapped_arguments", "missing_edg
              "wrong_default", "mutated_constant", "wrong_operator")
 """Every kind of bug a site can make."""
 
-_STRICT = {ast.LtE: ast.Lt, ast.GtE: ast.Gt}
-_COMPARISON_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-                     ast.NotEq: ast.Eq}
-_MIRRORED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
-_OPERATOR_SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Div: ast.FloorDiv,
-                   ast.FloorDiv: ast.Div}
+_STRICT: dict[type[ast.cmpop], type[ast.cmpop]] = {ast.LtE: ast.Lt, ast.GtE: ast.Gt}
+_COMPARISON_SWAPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+_MIRRORED: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+_OPERATOR_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Div: ast.FloorDiv, ast.FloorDiv: ast.Div}
 _DROPPED_METHODS = frozenset({"lower", "strip", "upper"})
 _GUARD_ENDS = (ast.Return, ast.Raise, ast.Continue)
 
@@ -88,8 +90,24 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return out
 
 
-def _is_int(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int
+def _int_constant(node: ast.AST) -> int | None:
+    """Return the value of `node` when it is an integer constant (not a bool), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+_Node = TypeVar("_Node", bound=ast.AST)
+
+
+def _node_as(node: ast.AST, kind: type[_Node], edit: str) -> _Node:
+    """Return `node` as the node class `edit` applies to, or raise TypeError for any other node.
+
+    Any other node means the edit was found in another tree than the one it is made in.
+    """
+    if not isinstance(node, kind):
+        raise TypeError(f"the edit {edit!r} applies to an ast.{kind.__name__}, not to an ast.{type(node).__name__}")
+    return node
 
 
 def _guard(node: ast.AST) -> bool:
@@ -112,11 +130,12 @@ def sites(tree: ast.AST) -> list[Site]:
         if id(node) in defaults and isinstance(node, ast.Constant) and id(node) not in docs:
             found.append(Site("wrong_default", index, "change"))
             continue
-        if _is_int(node):
+        value = _int_constant(node)
+        if value is not None:
             found += [Site("off_by_one", index, "+1"), Site("off_by_one", index, "-1")]
-            if abs(node.value) >= 2:
+            if abs(value) >= 2:
                 found.append(Site("mutated_constant", index, "*10"))
-            if abs(node.value) >= 10:
+            if abs(value) >= 10:
                 found.append(Site("mutated_constant", index, "/10"))
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISON_SWAPS:
             found.append(Site("wrong_comparison", index, "swap"))
@@ -152,10 +171,10 @@ class _Replace(ast.NodeTransformer):
     def __init__(self, old: ast.AST, new: ast.AST | None) -> None:
         self.old, self.new = old, new
 
-    def generic_visit(self, node: ast.AST) -> ast.AST | None:
+    def visit(self, node: ast.AST) -> ast.AST | None:
         if node is self.old:
             return self.new
-        return super().generic_visit(node)
+        return super().visit(node)
 
 
 def mutate(tree: ast.Module, site: Site) -> ast.Module:
@@ -163,30 +182,38 @@ def mutate(tree: ast.Module, site: Site) -> ast.Module:
     node, _ = _nodes(tree)[site.node]
     new: ast.AST | None = node
     if site.kind in ("off_by_one", "mutated_constant") and isinstance(node, ast.Constant):
-        value = node.value
+        value = _int_constant(node)
+        if value is None:
+            raise TypeError(f"the edit {site.edit!r} applies to an integer constant, not to {node.value!r}")
         node.value = {"+1": value + 1, "-1": value - 1, "*10": value * 10, "/10": value // 10}[site.edit]
     elif site.edit in ("len-1", "len+1"):
-        new = ast.BinOp(left=node, op=ast.Sub() if site.edit == "len-1" else ast.Add(), right=ast.Constant(1))
+        new = ast.BinOp(left=_node_as(node, ast.Call, site.edit), op=ast.Sub() if site.edit == "len-1" else ast.Add(),
+                        right=ast.Constant(1))
     elif site.kind == "wrong_default":
-        value = node.value
-        node.value = (value + 1 if type(value) is int else value * 2 if isinstance(value, float)
-                      else " " if value != " " else "")
+        constant = _node_as(node, ast.Constant, site.kind)
+        default = constant.value
+        constant.value = (default + 1 if type(default) is int else default * 2 if isinstance(default, float)
+                          else " " if default != " " else "")
     elif site.kind == "wrong_comparison":
-        node.ops = [_COMPARISON_SWAPS[type(node.ops[0])]()]  # inside a loop, only <= and >= are sites
+        compare = _node_as(node, ast.Compare, site.kind)
+        compare.ops = [_COMPARISON_SWAPS[type(compare.ops[0])]()]  # inside a loop, only <= and >= are sites
     elif site.kind == "wrong_operator":
         if isinstance(node, ast.BoolOp):
             node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-        else:
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)):
             node.op = _OPERATOR_SWAPS[type(node.op)]()
+        else:
+            raise TypeError(f"the edit {site.kind!r} applies to an operator, not to an ast.{type(node).__name__}")
     elif site.kind == "swapped_arguments":
+        call = _node_as(node, ast.Call, site.kind)
         i = int(site.edit.removeprefix("swap"))
-        node.args[i], node.args[i + 1] = node.args[i + 1], node.args[i]
+        call.args[i], call.args[i + 1] = call.args[i + 1], call.args[i]
     elif site.edit == "drop":
         new = None
     elif site.edit == "receiver":
-        new = node.func.value
+        new = _node_as(_node_as(node, ast.Call, site.edit).func, ast.Attribute, site.edit).value
     elif site.edit == "second":
-        new = node.args[1]
+        new = _node_as(node, ast.Call, site.edit).args[1]
     if new is not node:
         _Replace(node, new).visit(tree)
         _fill_empty_bodies(tree)
@@ -196,8 +223,9 @@ def mutate(tree: ast.Module, site: Site) -> ast.Module:
 def _fill_empty_bodies(tree: ast.AST) -> None:
     """A block left empty by a dropped guard gets `pass` (still valid Python)."""
     for node in ast.walk(tree):
-        if getattr(node, "body", None) == []:
-            node.body.append(ast.Pass())
+        body = getattr(node, "body", None)
+        if body == []:
+            body.append(ast.Pass())
 
 
 # -- a decoy's edit ----------------------------------------------------------------------------
@@ -326,20 +354,24 @@ def rename(tree: ast.Module, chosen: dict[str, str], attributes: frozenset[str])
 
 # -- what a search that knows no template tries --------------------------------------------
 
-_COMPARE_OPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
-_ARITH_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
+_COMPARE_OPS: tuple[type[ast.cmpop], ...] = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_ARITH_OPS: tuple[type[ast.operator], ...] = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
 _CONDITIONS = (ast.If, ast.IfExp, ast.While, ast.Assert)
 
+_EditArgument = int | type[ast.cmpop] | type[ast.operator] | None
+"""What a generic edit needs besides its name: the new constant, the index of the first of
+two swapped arguments, the class of the new comparison or operator, or nothing."""
 
-def _edits_at(node: ast.AST, in_loop: bool) -> list[tuple[str, object]]:
+
+def _edits_at(node: ast.AST, in_loop: bool) -> list[tuple[str, _EditArgument]]:
     """The generic edits of one node, as (what, argument) pairs `_apply` makes."""
     if in_loop:  # any other edit could make the loop endless (the callers run the code in process)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _STRICT:
             return [("compare", _STRICT[type(node.ops[0])])]
         return []
-    out: list[tuple[str, object]] = []
-    if _is_int(node):
-        value = node.value
+    out: list[tuple[str, _EditArgument]] = []
+    value = _int_constant(node)
+    if value is not None:
         out += [("constant", v) for v in dict.fromkeys((value + 1, value - 1, value + 2, value - 2, 0, -value,
                                                         value * 10, value // 10)) if v != value]
     elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE_OPS:
@@ -361,30 +393,40 @@ def _edits_at(node: ast.AST, in_loop: bool) -> list[tuple[str, object]]:
     return out
 
 
-def _apply(tree: ast.Module, index: int, what: str, arg: object) -> ast.Module:
+def _apply(tree: ast.Module, index: int, what: str, arg: _EditArgument) -> ast.Module:
     """`tree` with one generic edit made, in place (new nodes take the positions of those
     they replace: no pass over the whole tree, which would cost more than the edit)."""
     node, _ = _nodes(tree)[index]
-    if what == "constant":
-        node.value = arg
-    elif what == "compare":
-        node.ops = [arg()]
-    elif what == "operator":
+    if what == "constant" and isinstance(arg, int):
+        _node_as(node, ast.Constant, what).value = arg
+    elif what == "compare" and isinstance(arg, type) and issubclass(arg, ast.cmpop):
+        _node_as(node, ast.Compare, what).ops = [arg()]
+    elif what == "operator" and isinstance(arg, type) and issubclass(arg, ast.operator):
+        if not isinstance(node, (ast.BinOp, ast.AugAssign)):
+            raise TypeError(f"the edit {what!r} applies to an operator, not to an ast.{type(node).__name__}")
         node.op = arg()
     elif what == "boolop":
-        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-    elif what == "swap":
-        node.args[arg], node.args[arg + 1] = node.args[arg + 1], node.args[arg]
+        boolop = _node_as(node, ast.BoolOp, what)
+        boolop.op = ast.Or() if isinstance(boolop.op, ast.And) else ast.And()
+    elif what == "swap" and isinstance(arg, int):
+        call = _node_as(node, ast.Call, what)
+        call.args[arg], call.args[arg + 1] = call.args[arg + 1], call.args[arg]
     elif what == "negate":
+        if not isinstance(node, (ast.If, ast.IfExp, ast.Assert)):
+            raise TypeError(f"the edit {what!r} applies to a condition, not to an ast.{type(node).__name__}")
         target = node.test
         node.test = target.operand if isinstance(target, ast.UnaryOp) and isinstance(target.op, ast.Not) \
             else ast.copy_location(ast.UnaryOp(ast.Not(), target), target)
-    else:  # "unnot" takes the operand's place, "drop" leaves a guard's place empty
-        _Replace(node, node.operand if what == "unnot" else None).visit(tree)
-        if what == "drop":
-            for parent in ast.walk(tree):
-                if getattr(parent, "body", None) == []:
-                    parent.body.append(ast.copy_location(ast.Pass(), node))
+    elif what == "unnot":  # the operand takes the `not`'s place
+        _Replace(node, _node_as(node, ast.UnaryOp, what).operand).visit(tree)
+    elif what == "drop":  # the guard's place is left empty
+        _Replace(node, None).visit(tree)
+        for parent in ast.walk(tree):
+            body = getattr(parent, "body", None)
+            if body == []:
+                body.append(ast.copy_location(ast.Pass(), node))
+    else:
+        raise ValueError(f"no generic edit {what!r} with the argument {arg!r}")
     return tree
 
 

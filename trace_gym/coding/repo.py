@@ -225,7 +225,9 @@ def layout(rng: Rng, held_out: bool) -> Layout:
     knobs = {name: rng.below(len(values)) for name, values in KNOBS.items()}
     constants = {**{name: rng.choice(values) for name, values in CONSTANTS.items()}, **knob_text(knobs)}
     chosen = {name: rng.choice(pool) for name, pool in NAMES.items()}
-    orders, bodies, styles = {}, {}, {}
+    orders: dict[str, list[FunctionTemplate]] = {}
+    bodies: dict[str, str] = {}
+    styles: dict[str, int] = {}
     lay = Layout(package, constants, chosen, orders, bodies, knobs, styles)
     for module in MODULES:
         order = [f for f in module.functions if held_out or not f.held_out]
@@ -653,15 +655,15 @@ def _span_candidates(task: CodingTask, fixed: dict[str, str]) -> Iterator[dict[s
     for before, function, after, rows in starts:
         for tree in edits(function, rows):
             source = ast.unparse(tree) + "\n"
-            edited = within(before, source, after)
-            if edited is not None:
+            one_edit = within(before, source, after)
+            if one_edit is not None:
                 singles.append((before, source, after, rows))
-                yield {**task.files, task.bug_file: edited}
+                yield {**task.files, task.bug_file: one_edit}
     for before, function, after, rows in singles:
         for tree in edits(function, rows):
-            edited = within(before, ast.unparse(tree) + "\n", after)
-            if edited is not None:
-                yield {**task.files, task.bug_file: edited}
+            two_edits = within(before, ast.unparse(tree) + "\n", after)
+            if two_edits is not None:
+                yield {**task.files, task.bug_file: two_edits}
 
 
 _DECOYS: dict[int, tuple[CodingTask, dict[str, str] | None]] = {}

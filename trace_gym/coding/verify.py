@@ -155,8 +155,10 @@ def process_checks(task: CodingTask, initial: Repo, final: Repo, messages: list[
     first_edit = next((i for i, (n, a) in enumerate(calls) if _edits_code(task, n, a)), len(calls))
     files, ran_first = dict(initial.files), False
     for name, args in calls[:first_edit]:
-        if name == "create_file" and isinstance(args, dict) and isinstance(args.get("path"), str):
-            files[args["path"].removeprefix("./")] = args.get("content")
+        # a create_file whose content is no text is refused by the tool: the file keeps what it held
+        if (name == "create_file" and isinstance(args, dict) and isinstance(args.get("path"), str)
+                and isinstance(args.get("content"), str)):
+            files[args["path"].removeprefix("./")] = args["content"]
         elif _runs_package(task.package, name, args, files):
             ran_first = True
             break

@@ -505,8 +505,9 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
     if proc.stdin is not None:
         os.set_blocking(proc.stdin.fileno(), False)
         sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, "in")
+    pidfd: int | None
     try:
-        pidfd: int | None = os.pidfd_open(proc.pid)
+        pidfd = os.pidfd_open(proc.pid)
         sel.register(pidfd, selectors.EVENT_READ, "exit")
     except (AttributeError, OSError):  # before Linux 5.3: poll for the exit
         pidfd = None
@@ -598,7 +599,8 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, limits: CommandLimit
         sel.close()
         if pidfd is not None:
             os.close(pidfd)
-    proc.returncode = returncode = _exit_code(code)
+    returncode: int | None = _exit_code(code)
+    proc.returncode = returncode
     if timed_out or over_cap or over_disk or over_memory:
         returncode = None
     refused = group.refused_forks() if group is not None else 0

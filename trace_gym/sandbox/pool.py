@@ -86,7 +86,7 @@ class WorkerPool:
                 if idle.instances == 0:
                     self.workers.remove(idle)
                     idle.close()
-            readable = (path,) if path else ()
+            readable: tuple[str, ...] = (path,) if path else ()
             if self.isolation.sandboxed and path is not None:
                 # a new worker reads the files its older siblings read, so that it can take any of them
                 readable = tuple({path, *(p for w in self.workers for p in w.readable)})

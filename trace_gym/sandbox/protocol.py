@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 from trace_gym.errors import EpisodeError, InvalidConfig, TraceGymError
@@ -55,7 +56,9 @@ def _not_a_number(text: str) -> Any:
     raise _NotFinite(text)
 
 
-_scan_answer = json.JSONDecoder(parse_float=_finite, parse_constant=_not_a_number).scan_once
+# scan_once: the scanner JSONDecoder.__init__ sets, which typeshed's stub of the class leaves out
+_scan_answer: Callable[[str, int], tuple[Any, int]] = \
+    json.JSONDecoder(parse_float=_finite, parse_constant=_not_a_number).scan_once  # type: ignore[attr-defined]
 
 
 def deeper_than(value: Any, limit: int) -> bool:
@@ -108,7 +111,8 @@ def read_run_request(message: Any) -> tuple[dict[str, str], list[str], bytes, An
 
     if type(files) is not dict or len(files) > workspace.MAX_FILES:
         raise ValueError(f"a command request whose files are not a map of at most {workspace.MAX_FILES} paths")
-    total, folders = 0, set()
+    total = 0
+    folders: set[str] = set()
     for path, text in files.items():
         if workspace.clean_path(path) != path or path == "." or type(text) is not str:
             raise ValueError(f"a command request with a file path that is not inside the repository, "

@@ -84,7 +84,8 @@ def _toolset(data: Any) -> Toolset:
     for item in data:
         schema = item.get("schema") if type(item) is dict else None
         fn = schema.get("function") if type(schema) is dict else None
-        if type(fn) is not dict or type(fn.get("name")) is not str or type(fn.get("parameters")) is not dict:
+        if (type(schema) is not dict or type(fn) is not dict or type(fn.get("name")) is not str
+                or type(fn.get("parameters")) is not dict):
             raise WorkerLost(f"sent a tool that is not an OpenAI function schema: {str(item)[:200]}")
         try:
             kind = ToolKind(item.get("kind"))
@@ -99,7 +100,8 @@ class RemoteTask:
     worker once per episode, on first use."""
 
     def __init__(self, env: RemoteEnv, head: dict[str, Any]) -> None:
-        self._env, self._data = env, None
+        self._env = env
+        self._data: dict[str, Any] | None = None
         self.kind: str = head["kind"]
         self.capabilities_needed: list[str] = head["capabilities_needed"]
         self.instructions: str = head["instructions"]
@@ -132,7 +134,8 @@ class RemoteWorld:
     use."""
 
     def __init__(self, env: RemoteEnv) -> None:
-        self._env, self._hash = env, None
+        self._env = env
+        self._hash: str | None = None
 
     def hash(self) -> str:
         """The hash of the episode's initial world, fetched from the worker once."""

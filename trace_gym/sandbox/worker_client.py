@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import IO, Any, cast
 
 from trace_gym.errors import InvalidConfig
 from trace_gym.sandbox.isolation import (
@@ -65,8 +65,12 @@ class Worker:
                                      stderr=subprocess.PIPE, env=command.env, cwd=command.cwd,
                                      preexec_fn=lambda: apply_limits(limits, command.entry), close_fds=True,
                                      start_new_session=True)
-        self._out = self.proc.stdout.fileno()
-        self._in = self.proc.stdin.fileno()
+        # all three streams were asked as PIPE, so Popen made each: none is None
+        self._stdin_pipe = cast(IO[bytes], self.proc.stdin)
+        self._stdout_pipe = cast(IO[bytes], self.proc.stdout)
+        self._stderr_pipe = cast(IO[bytes], self.proc.stderr)
+        self._out = self._stdout_pipe.fileno()
+        self._in = self._stdin_pipe.fileno()
         self._poll = select.poll()
         self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
         os.set_blocking(self._in, False)  # see _send
@@ -160,7 +164,7 @@ class Worker:
                 raise IsolationUnavailable("a worker under bubblewrap runs commands only under bubblewrap, and "
                                            "TRACE_GYM_ISOLATION asks for the fallback")
             result, after, notes = workspace.run(files, argv, stdin, limits, keep)
-            reply = {"ran": {"result": dataclasses.asdict(result), "files": after, "notes": notes}}
+            reply: dict[str, Any] = {"ran": {"result": dataclasses.asdict(result), "files": after, "notes": notes}}
         except (IsolationUnavailable, InvalidConfig, OSError, ValueError) as exc:  # it cannot run here
             reply = {"failed": [type(exc).__name__, str(exc)[:4000]]}
         except BaseException:
@@ -246,7 +250,7 @@ class Worker:
         """Keep the last few kilobytes of the worker's stderr (a full pipe would block it).
         Polls, so that it stops when told even if a program the worker started still holds
         the pipe open; it alone closes the pipe."""
-        fd = self.proc.stderr.fileno()
+        fd = self._stderr_pipe.fileno()
         poll = select.poll()
         poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         try:
@@ -264,7 +268,7 @@ class Worker:
             return
         finally:
             try:
-                self.proc.stderr.close()
+                self._stderr_pipe.close()
             except OSError:
                 pass
 
@@ -300,7 +304,7 @@ class Worker:
         self._drain.join(timeout=2)  # the process is gone: its stderr ends (or the drain is told to stop)
         self._stop_drain.set()
         self._drain.join(timeout=1)
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin_pipe, self._stdout_pipe):
             try:
                 stream.close()
             except OSError:
@@ -315,7 +319,7 @@ class Worker:
         if self.lost is None:
             self.lost = "was closed"
             try:
-                self.proc.stdin.close()  # the worker ends at the end of its input
+                self._stdin_pipe.close()  # the worker ends at the end of its input
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from typing import Any
 
 from trace_gym.errors import ToolError
@@ -11,10 +12,10 @@ from trace_gym.schema import function, string
 from trace_gym.tools import Tool, ToolKind, tool
 
 _ALLOWED_CHARS = frozenset("0123456789+-*/(). ")
-_OPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.USub: operator.neg, ast.UAdd: operator.pos,
+_BINARY_OPS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
 }
+_UNARY_OPS: dict[type[ast.unaryop], Callable[[float], float]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
 def evaluate_arithmetic(expression: str) -> float:
@@ -27,18 +28,18 @@ def evaluate_arithmetic(expression: str) -> float:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise ToolError("Invalid expression") from None
 
-    def walk(node: Any) -> float:
+    def walk(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
             return walk(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        if isinstance(node, ast.Constant) and (type(node.value) is int or type(node.value) is float):
             return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPS:
             left, right = walk(node.left), walk(node.right)
             if isinstance(node.op, ast.Div) and right == 0:
                 raise ToolError("Division by zero")
-            return _OPS[type(node.op)](left, right)
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](walk(node.operand))
+            return _BINARY_OPS[type(node.op)](left, right)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY_OPS:
+            return _UNARY_OPS[type(node.op)](walk(node.operand))
         raise ToolError("Invalid expression")
 
     try:
