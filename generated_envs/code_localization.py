@@ -29,7 +29,7 @@ offers, before any edit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
@@ -128,4 +128,4 @@ class CodeLocalizationEnv(CodingEpisodeEnv):
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
         """The oracle's next turn."""
-        return oracle(cast(CodingTask, self.episode.task), messages)  # a CodingEpisodeEnv's tasks are CodingTasks
+        return oracle(self.episode.task, messages)

@@ -37,7 +37,7 @@ the wrong place. Here the reward is for exactly that test, checked against a kno
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from trace_gym import capabilities as cap
 from trace_gym import messages as msg
@@ -185,4 +185,4 @@ class IssueReproductionEnv(CodingEpisodeEnv):
 
     def oracle_action(self, messages: list[msg.Message]) -> Any:
         """The oracle's next turn."""
-        return oracle(cast(CodingTask, self.episode.task), messages)  # a CodingEpisodeEnv's tasks are CodingTasks
+        return oracle(self.episode.task, messages)

@@ -64,7 +64,7 @@ class StageTable:
         """The table's keys and their defaults, as TOML gives them (tuples as lists)."""
         out = {}
         for f in _fields(cls):
-            value = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
+            value = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 

@@ -1,6 +1,8 @@
-"""The package type-checks: mypy, configured in pyproject.toml's [tool.mypy], run over the
-library directory trace_gym/ by the suite (the package ships py.typed, so its users' checkers
-read these annotations)."""
+"""The package type-checks: mypy, configured in pyproject.toml's [tool.mypy], run by the suite
+over the package as it is installed: trace_gym/ with the step folders (analysis/, trainer/,
+moe/, pipeline/, generated_envs/) in their places, as pyproject's package-dir maps them, which
+mypy cannot follow by itself (the package ships py.typed, so its users' checkers read these
+annotations)."""
 
 from __future__ import annotations
 
@@ -32,9 +34,31 @@ def _cache() -> Path:
     return Path(tempfile.gettempdir()) / f"trace-gym-mypy-{key}"
 
 
+def installed_layout(root: Path) -> Path:
+    """`root/trace_gym` as the package installs it, made of links to the checkout's files:
+    each entry of trace_gym/ and each mapped step folder under its package name."""
+    import shutil
+    import tomllib
+
+    view = root / "trace_gym"
+    if view.exists():
+        shutil.rmtree(view)
+    view.mkdir(parents=True)
+    for entry in (REPO / "trace_gym").iterdir():
+        if entry.name != "__pycache__":
+            (view / entry.name).symlink_to(entry)
+    folders = tomllib.loads(CONFIG.read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in folders.items():
+        name = package.removeprefix("trace_gym.")
+        if package.startswith("trace_gym.") and "." not in name and (REPO / folder / "__init__.py").is_file():
+            (view / name).symlink_to(REPO / folder)
+    return root
+
+
 @pytest.mark.slow
 def test_the_package_type_checks():
-    out = _mypy("trace_gym", cwd=REPO, cache=_cache())
+    root = installed_layout(_cache() / "layout")
+    out = _mypy("-p", "trace_gym", cwd=root, cache=_cache() / "cache")
     assert "No module named mypy" not in out.stderr, "mypy is missing: install the test extra (pip install -e '.[test]')"
     assert out.returncode == 0, out.stdout[-8000:] + out.stderr[-2000:]
 

@@ -233,7 +233,7 @@ def _trusted(report: AuditReport, path: Path, attr: str | None, settings: KitSet
     within the audit's budgets; fills the report's static findings, results or error."""
     budget = limits.wall_seconds or AUDIT_WALL_SECONDS
     worker_limits = dataclasses.replace(limits, wall_seconds=max(1.0, budget - KILL_GRACE_SECONDS))
-    request = {"path": str(path), "attr": attr, "code_sha256": report.code_sha256,
+    request: dict[str, Any] = {"path": str(path), "attr": attr, "code_sha256": report.code_sha256,
                "settings": dataclasses.asdict(settings), "limits": dataclasses.asdict(worker_limits),
                "isolation": mode}
     cpu = int(budget) + 1
