@@ -1,6 +1,6 @@
 """The one action parser: every form an agent's turn can take becomes a `ParsedAction`.
 
-Accepted forms (README, "The env contract"):
+Accepted forms (docs/envs.md, "The env contract"):
 - a tool-call dict: `{"name": ..., "arguments": {...} or "<json>"}`;
 - an OpenAI assistant message: `{"role": "assistant", "content": ..., "tool_calls": [...]}`;
 - raw model text: hermes `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks

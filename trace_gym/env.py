@@ -1,4 +1,4 @@
-"""The env contract every trace-gym environment follows (README, "The env contract").
+"""The env contract every trace-gym environment follows (docs/envs.md, "The env contract").
 
 `TraceEnv` is a Gymnasium env whose observation is the conversation so far (OpenAI chat
 messages) and whose action is one agent turn (a tool-call dict, an assistant message or
@@ -196,7 +196,7 @@ class TraceEnv(gym.Env[list, Any], Generic[TaskT, WorldT]):
     # -- the loop ----------------------------------------------------------------------
 
     # gymnasium's `reset(seed=...)` makes a new numpy Generator (SeedSequence, then PCG64),
-    # a large part of a small episode's cost (README, Performance), and the episode needs
+    # a large part of a small episode's cost (benchmarks/RESULTS.md), and the episode needs
     # only the Generator's first output: `Rng.from_seed` computes it directly. So a seeded reset records the seed, and
     # `_np_random` (what gymnasium's `np_random` and its env checker read) makes the
     # Generator on first read, advanced past that output: the state gymnasium's reset and

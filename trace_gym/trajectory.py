@@ -1,6 +1,6 @@
 """Trajectory records: one JSON object per episode, the format every step reads.
 
-Fields (README, "Command line"): schema_version, id (`env/split/seed/sample`), env_id,
+Fields (docs/cli.md): schema_version, id (`env/split/seed/sample`), env_id,
 env_sha256, seed, sample, split, policy, messages, reward, passed (reward >= 1 - 1e-9),
 verdict, task_kind, capabilities_needed, termination_reason, instructions, timings
 (seconds: reset, steps, total). `trace-gym play --json` prints exactly one. The episode

@@ -192,7 +192,7 @@ def test_unseeded_randomness_fails_determinism_when_run(tmp_path, name):
 
 
 def test_fallback_stops_python_level_writes_but_not_a_program_started_below_the_hook(tmp_path):
-    """What the README says of the fallback isolation, checked: its audit hook refuses a
+    """What docs/audit.md says of the fallback isolation, checked: its audit hook refuses a
     file write made through Python, and a program started through _posixsubprocess (no
     audit event) still runs. Bubblewrap stops both (the test above)."""
     prepare(tmp_path)

@@ -162,7 +162,7 @@ def test_nothing_a_sandboxed_worker_starts_outlives_it(tmp_path):
 
 def test_a_program_holding_the_workers_stderr_does_not_hang_its_close(tmp_path):
     """Under the fallback a program in a session of its own escapes the worker's process
-    group (said in the README); closing the pool still returns at once."""
+    group (said in docs/audit.md); closing the pool still returns at once."""
     token, seconds = _start_detached(tmp_path, "fallback")
     try:
         assert seconds < 10

@@ -81,7 +81,7 @@ class TinyAgentConfig:
     """Also train on each agent turn with only its recent context (from the last customer
     message): short examples whose calls take ids and values said a few dozen tokens
     earlier, meant to teach carrying them into calls sooner than full demonstrations do
-    (the default agent still does not copy them: see the README)."""
+    (the default agent still does not copy them: see docs/base-agent.md)."""
     warmup_steps: int = 240
     """Steps before SFT: a third on a synthetic repeat task (random tokens shown twice),
     the rest on short lookup drills (`lookup_drills`). Neither teaches copying by content:

@@ -421,7 +421,7 @@ TEMPLATE_KNOWLEDGE: dict[str, dict[str, Policy]] = {
 }
 """Policies that read trace-gym's own templates (they ship with the package), by env: not
 bounded by the kit, since a held-out task is computable from the shipped generator and a
-seed (the README's threat model); `benchmarks/coding_integrity.py` reports what they earn.
+seed (the threat model, docs/coding.md); `benchmarks/coding_integrity.py` reports what they earn.
 Every bug has two slips, which no version of a template holds, so the locator finds each;
 the restorer puts back the version the docstring's behaviour words state."""
 
