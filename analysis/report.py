@@ -66,13 +66,16 @@ def chart(out_dir: Path, data: dict[str, Any]) -> Path:
     ax.bar([x - width / 2 for x in xs], [c["mean_delta"] for c in caps], width, yerr=[c["std_delta"] for c in caps],
            label="Delta (ER- minus ER+)", color=["#2b7bba" if c["passes_consistency"] else "#9bbbd4" for c in caps])
     ax.bar([x + width / 2 for x in xs], [c["mean_cov"] for c in caps], width, yerr=[c["std_cov"] for c in caps],
-           label="coverage of failures", color="#e08a2c")
+           label="coverage of failures", color=["#e08a2c" if c["passes_consistency"] else "#f2c594" for c in caps])
     ax.axhline(data["params"]["delta"], color="#2b7bba", linestyle="--", linewidth=1, label=f"delta = {data['params']['delta']}")
     ax.axhline(data["params"]["rho"], color="#e08a2c", linestyle=":", linewidth=1, label=f"rho = {data['params']['rho']}")
     ax.set_xticks(list(xs))
     ax.set_xticklabels(names, fontsize=8)
+    for label, c in zip(ax.get_xticklabels(), caps):  # the selected ones named in bold as well as drawn dark
+        label.set_fontweight("bold" if c["passes_consistency"] else "normal")
     ax.set_ylabel("mean over labelling runs")
-    ax.set_title("Capability analysis (dark bars: selected)")
+    selected = sum(bool(c["passes_consistency"]) for c in caps)
+    ax.set_title(f"Capability analysis: {selected} of {len(caps)} selected (dark bars, bold names; light: not)")
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     path = Path(out_dir) / "capabilities.png"
