@@ -3,7 +3,9 @@ by today's stages from that run's records, is the key the run recorded (so nothi
 but what changed), and every record reads back into its dataclass and out to the same JSON.
 
 The fixture holds a micro smoke run's stage records (inputs, their hash, outputs) as the
-untyped pipeline wrote them, and its configuration."""
+untyped pipeline wrote them, and its configuration. Its paths are written relative
+(`checkout/...`, `run/...`) so that it names no machine; the recorded hashes are those of the
+inputs as stored (paths are only strings to a cache key)."""
 
 from __future__ import annotations
 
