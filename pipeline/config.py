@@ -128,8 +128,3 @@ def load(path: str | Path | None = None, budget: str = "default", overrides: dic
     GRPOConfig.from_dict(config.train, where=f"{path} [train]")  # refused here, not hours later
     return config
 
-
-def knobs(config: RunConfig, env_id: str) -> dict[str, Any]:
-    """The env's gym.make knobs: compact prompts (the embedded agent's) unless the file says
-    otherwise (`RunConfig.knobs`)."""
-    return config.knobs(env_id)

@@ -8,15 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_gym.agents.spec import PolicySpec
-from trace_gym.provenance import dir_sha256
 
 if TYPE_CHECKING:
     from trace_gym.pipeline.contract import RunConfig
-
-
-def file_sha(path: Path) -> str:
-    """The sha256 of a file (or a directory's files)."""
-    return dir_sha256(path)
 
 
 def local_spec(path: str, temperature: float, max_new_tokens: int, **extra: Any) -> PolicySpec:

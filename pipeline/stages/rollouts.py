@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 
 from trace_gym.pipeline import estimates
 from trace_gym.pipeline.contract import PlayingTable, Record, RunConfig, Stage, State, Step
-from trace_gym.pipeline.playing import codes, file_sha, play
+from trace_gym.pipeline.playing import codes, play
 from trace_gym.pipeline.stages.base_agent import STAGE as BASE_AGENT
 from trace_gym.pipeline.stages.base_agent import base_spec
+from trace_gym.provenance import dir_sha256
 from trace_gym.seeding import band
 
 
@@ -61,7 +62,7 @@ class RolloutsStage(Stage[RolloutTable, Rollouts]):
         for env_id in config.targets:
             path = directory / f"{env_id.split('/')[1]}.jsonl"
             records = play(env_id, spec, seeds, path, config, table.batch)
-            files[env_id] = RolloutFile(str(path), file_sha(path), sum(r["passed"] for r in records) / len(records))
+            files[env_id] = RolloutFile(str(path), dir_sha256(path), sum(r["passed"] for r in records) / len(records))
         return Rollouts(files)
 
     def estimate(self, config: RunConfig, before: list[Stage[Any, Any]]) -> list[Step]:
