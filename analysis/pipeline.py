@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from trace_gym.analysis import programmatic, report
 from trace_gym.analysis.trajectories import load_records
 from trace_gym.jsondata import sha256_json
 from trace_gym.trajectory import SummaryLimits
+
+logger = logging.getLogger(__name__)
 
 
 LABELLERS = ("programmatic", "llm")
@@ -94,8 +97,7 @@ def make_analyst_factory(config: AnalysisConfig, out_dir: Path):
     return factory, shared
 
 
-def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfig = AnalysisConfig(),
-            log=print) -> dict[str, Any]:
+def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfig = AnalysisConfig()) -> dict[str, Any]:
     """Step 1 end to end: load the trajectories, label them (programmatically or with an LLM),
     aggregate the runs, and write selected_capabilities.json, its table and chart to `out_dir`;
     returns the selection."""
@@ -103,7 +105,8 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
     out_dir.mkdir(parents=True, exist_ok=True)
     records = load_records(list(inputs))
     passed = {r["id"]: bool(r["passed"]) for r in records}
-    log(f"{len(records)} trajectories: {sum(passed.values())} passed, {len(records) - sum(passed.values())} failed")
+    logger.info(f"{len(records)} trajectories: {sum(passed.values())} passed, "
+                f"{len(records) - sum(passed.values())} failed")
     labelling = None
     if config.labeller == "programmatic":
         # Only the capabilities some record's task can need: customer-service runs are not
@@ -116,8 +119,8 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
         from trace_gym.analysis.labelling import label_runs, run_seed
 
         factory, shared = make_analyst_factory(config, out_dir)
-        capabilities = _discovered(factory, shared["model"], records, config, out_dir, log)
-        log(f"discovered: {', '.join(c['name'] for c in capabilities)}")
+        capabilities = _discovered(factory, shared["model"], records, config, out_dir)
+        logger.info(f"discovered: {', '.join(c['name'] for c in capabilities)}")
         definitions = {c["name"]: c["definition"] for c in capabilities}
         labelling = {"temperature": config.labelling_temperature, "seed": config.seed, "model": shared["model"]}
         runs = label_runs(lambda seed: factory(config.labelling_temperature, seed), capabilities, records,
@@ -140,15 +143,15 @@ def analyze(inputs: list[str | Path], out_dir: str | Path, config: AnalysisConfi
         from trace_gym.audit.lock import write_json_atomic
 
         write_json_atomic(out_dir / "llm_usage.json", usage)
-        log(f"LLM usage: {usage['requests']} requests, {usage['prompt_tokens']} prompt and "
-            f"{usage['completion_tokens']} completion tokens")
+        logger.info(f"LLM usage: {usage['requests']} requests, {usage['prompt_tokens']} prompt and "
+                    f"{usage['completion_tokens']} completion tokens")
     report.write(out_dir, data)
     report.chart(out_dir, data)
     return data
 
 
-def _discovered(factory, model: str, records: list[dict[str, Any]], config: AnalysisConfig, out_dir: Path,
-                log) -> list[dict[str, Any]]:
+def _discovered(factory, model: str, records: list[dict[str, Any]], config: AnalysisConfig,
+                out_dir: Path) -> list[dict[str, Any]]:
     """The discovery pass, read back from discovered_capabilities.json only when it was made
     from the same inputs: the trajectories (ids, outcomes, summaries), the model, the
     settings and the prompt."""
@@ -165,7 +168,7 @@ def _discovered(factory, model: str, records: list[dict[str, Any]], config: Anal
         saved = json.loads(path.read_text())
         if saved.get("key") == key:
             return saved["capabilities"]
-        log(f"{path.name} was made from other inputs; discovering again")
+        logger.info(f"{path.name} was made from other inputs; discovering again")
     capabilities = discover(factory(config.discovery_temperature), records, budget_chars=config.budget_chars)
     write_json_atomic(path, {"key": key, "capabilities": capabilities})
     return capabilities

@@ -593,7 +593,7 @@ def section_analysis(s: Setup) -> None:
                   f"passed{errors_of(records)}  [{time.perf_counter() - start:.0f} s]", flush=True)
         n = section["runs"]
         data = analyze(files, Path(tmp) / "analysis",
-                       AnalysisConfig(runs=n, params=Params(k=default_k(n), n=n)), log=lambda m: None)
+                       AnalysisConfig(runs=n, params=Params(k=default_k(n), n=n)))
     caps = data["capabilities"]
     env_of = {e.capability: e.id for e in list_envs() if e.kind == "capability" and e.capability}
     width = max([len("capability"), *(len(c["name"]) for c in caps)])

@@ -74,7 +74,7 @@ def main() -> None:
     names = [capability_of(e) for e in envs]
     composed = out / "composed"
     if not (composed / "routing.json").is_file():
-        compose(base, [str(p) for p in found], envs, composed, ComposeConfig(), log=None)
+        compose(base, [str(p) for p in found], envs, composed, ComposeConfig())
     routing = json.loads((composed / "routing.json").read_text())
     print("held-out routing accuracy: " + ", ".join(f"{k} {v:.3f}" for k, v in routing["accuracy"].items()), flush=True)
 

@@ -53,7 +53,7 @@ def main() -> None:
     points = []
     for fraction in (float(f) for f in args.fractions.split(",")):
         iterations = max(1, math.ceil(fraction * args.iterations))
-        state = run_pipeline(args.config, out / f"iterations-{iterations}", "default", log=lambda m: None,
+        state = run_pipeline(args.config, out / f"iterations-{iterations}", "default",
                              overrides={"train": {"iterations": iterations},
                                         "baselines": {"direct_grpo": True, "gepa": True,
                                                       "gepa_base_url": args.gepa_base_url,

@@ -36,7 +36,7 @@ def main() -> None:
             from trace_gym.baseagent.scratch import build
 
             start = time.perf_counter()
-            path = build(out=Path(tmp) / "tiny", log=lambda m: None)
+            path = build(out=Path(tmp) / "tiny")
             print(f"build: {time.perf_counter() - start:.0f} s (goal: at most 300 s)")
         # The policy's default token budget: a smaller one cuts some of the oracle's own
         # turns (calls with an address or several item ids) and counts them unparseable.

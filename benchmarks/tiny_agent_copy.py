@@ -86,7 +86,7 @@ def main() -> None:
     torch.set_num_threads(2)
     config = TinyAgentConfig()
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(args.model) if args.model else build(config, out=Path(tmp) / "tiny", log=lambda m: None)
+        path = Path(args.model) if args.model else build(config, out=Path(tmp) / "tiny")
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = load_causal_lm(path).eval()
     halves = sorted({8, 16, REPEAT_HALF, 32})

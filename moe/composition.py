@@ -13,7 +13,7 @@ trajectory, and `OUT/trajectories/` the gate data.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,8 @@ from trace_gym.moe.config import ComposeConfig
 from trace_gym.moe.gates import Example, example, heatmap, routing, train_gates
 from trace_gym.runconfig import embedded_knobs
 from trace_gym.seeding import band
+
+logger = logging.getLogger(__name__)
 
 
 def capability_of(env_id: str) -> str:
@@ -61,8 +63,7 @@ def play_successes(base: Path, adapter: Path, env_id: str, env_kwargs: dict[str,
 
 def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: str | Path,
             config: ComposeConfig = ComposeConfig(), env_kwargs: dict[str, dict[str, Any]] | None = None,
-            trajectories: dict[str, list[dict[str, Any]]] | None = None,
-            log: Callable[[str], None] | None = print) -> dict[str, Any]:
+            trajectories: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """Build the mixture and the task router from trained adapters, one env per adapter (see
     the module docstring): gather each capability's successful trajectories, train the
     gates, and write the mixture, `router.json`, `routing.json` and the heatmap under `out`.
@@ -73,7 +74,6 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
     from trace_gym.agents.causal_lm import load_causal_lm
     from trace_gym.moe.mixture import Mixture
 
-    say = log or (lambda m: None)
     if len(adapters) != len(envs) or not adapters:
         raise InvalidConfig(f"compose takes one env per adapter: {len(adapters)} adapters, {len(envs)} envs")
     names = [capability_of(e) for e in envs]
@@ -109,8 +109,8 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
         cut = max(1, round(config.held_out * len(examples)))
         train += examples[cut:]
         held += examples[:cut]
-        say(f"{name}: {len(got)} successful trajectories ({len(examples) - cut} for training, {cut} held out)")
-    history = train_gates(mixture, train, config.gates, log=log)
+        logger.info(f"{name}: {len(got)} successful trajectories ({len(examples) - cut} for training, {cut} held out)")
+    history = train_gates(mixture, train, config.gates)
     mixture.save_gates(out / "mixture")
     report = routing(mixture, held)
     report["losses"] = {"first": history[0], "last": history[-1]}
@@ -119,7 +119,7 @@ def compose(base: str | Path, adapters: list[str | Path], envs: list[str], out: 
                                             "envs": dict(zip(names, envs))})
     heatmap(mixture, held[0], out / "routing.png", title=f"expert per token and layer ({names[held[0].label - 1]})")
     for name, accuracy in report["accuracy"].items():
-        say(f"held-out routing accuracy, {name}: {accuracy:.3f}")
+        logger.info(f"held-out routing accuracy, {name}: {accuracy:.3f}")
     return report
 
 

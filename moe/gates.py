@@ -21,6 +21,7 @@ linear decay to 0.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ import torch
 from trace_gym.errors import InternalError
 from trace_gym.moe.config import GateConfig
 from trace_gym.moe.mixture import Mixture
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,8 +79,7 @@ def _step_losses(mixture: Mixture, ex: Example, n: int) -> dict[str, torch.Tenso
     return {"lm": lm, "label": torch.stack(label).mean() if label else zero, "balance": torch.stack(balance).mean()}
 
 
-def train_gates(mixture: Mixture, data: list[Example], config: GateConfig = GateConfig(),
-                log: Any = print) -> list[dict[str, float]]:
+def train_gates(mixture: Mixture, data: list[Example], config: GateConfig = GateConfig()) -> list[dict[str, float]]:
     """Train the gates on `data` (one trajectory a step); return per-step losses."""
     params = mixture.gate_parameters()
     trainable = [p for p in mixture.model.parameters() if p.requires_grad]
@@ -90,11 +92,13 @@ def train_gates(mixture: Mixture, data: list[Example], config: GateConfig = Gate
     history = []
     mixture.soft(True)
     mixture.model.eval()  # dropout off: the adapters and the backbone are frozen
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+
+    from trace_gym.progress import progress_bar
 
     try:
-        with Progress(TextColumn("gates"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
-                      TimeRemainingColumn(), disable=log is None) as bar:
+        with progress_bar(logger, TextColumn("gates"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[loss]}"), TimeRemainingColumn()) as bar:
             task = bar.add_task("gates", total=len(order), loss="")
             for step, i in enumerate(order):
                 for group in optimizer.param_groups:

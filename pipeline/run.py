@@ -18,8 +18,10 @@ agent is a given model served by vLLM, or the fixture on the smoke budget; the s
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,25 +31,32 @@ from trace_gym.pipeline.clock import Clock, estimates
 from trace_gym.pipeline.config import load
 from trace_gym.pipeline.contract import Run, Stage, State
 from trace_gym.pipeline.stages.eval import STAGE as EVAL
+from trace_gym.progress import shows_progress, stderr_console
+
+logger = logging.getLogger(__name__)
+
+STEP_LOGGERS = ("trace_gym.baseagent", "trace_gym.analysis", "trace_gym.synthesis", "trace_gym.trainer",
+                "trace_gym.moe")
+"""The loggers of the steps a stage calls: their lines and bars stay under the pipeline's own
+display (one live display at a time), which says what each stage does."""
 
 
 def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/pipeline", budget: str = "default",
-                 log: Callable[[str], None] | None = None, overrides: dict[str, Any] | None = None,
+                 overrides: dict[str, Any] | None = None,
                  domain: str | None = None, stages: list[Stage[Any, Any]] | None = None) -> State:
     """Run every stage (`stages`, default `STAGES`) on the run directory `out`, reusing each
     stage whose inputs are unchanged, and write the report (`domain`: `--domain`, over the
-    file's). Returns the run's state: every stage's record."""
-    from rich.console import Console
+    file's). Returns the run's state: every stage's record. Its lines go to this module's
+    logger, its live display to stderr where that logger shows INFO on a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
     stages = list(stage_list.STAGES if stages is None else stages)
     config = load(config_path, budget, overrides, domain, stages=stages)
-    console = Console(stderr=True)
-    say = log or (lambda m: console.print(f"[dim]{m}[/dim]"))
-    state = State(config, Run(Path(out), say), stages)
-    live = log is None and console.is_terminal  # else a line a minute says what the display would
-    timer = Clock(estimates(config, stages), say, ticking=not live)
+    console = stderr_console()
+    state = State(config, Run(Path(out), logger.info), stages)
+    live = shows_progress(logger) and console.is_terminal  # else a line a minute says what the display would
+    timer = Clock(estimates(config, stages), logger.info, ticking=not live)
 
     class Left(ProgressColumn):
         def render(self, task: Any) -> Text:
@@ -62,7 +71,8 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
             timer.start(stage.name)
             why = stage.skip(state)
             if why is None:
-                state.records[stage.name] = stage.execute(state.run, state)
+                with _steps_quiet():
+                    state.records[stage.name] = stage.execute(state.run, state)
             else:
                 state.records[stage.name], state.notes[stage.name] = None, why
             progress.advance(task)
@@ -71,6 +81,20 @@ def run_pipeline(config_path: str | Path | None = None, out: str | Path = "runs/
         state.report = report.write(state)
         progress.update(task, completed=len(stages) + 1, stage="done")
     return state
+
+
+@contextmanager
+def _steps_quiet() -> Iterator[None]:
+    """`STEP_LOGGERS` at WARNING for the while."""
+    loggers = [logging.getLogger(name) for name in STEP_LOGGERS]
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for each, level in zip(loggers, levels):
+            each.setLevel(level)
 
 
 def main_table(state: State) -> str:

@@ -37,6 +37,10 @@ CASES = [
     ("analyze {d}/missing.jsonl --out {d}/a", "no such file"),
     ("analyze {d}/bad.json --out {d}/bad.toml", "bad.toml is a file; give the folder"),
     ("rollout trace/retail-v0 --seeds 0:1 --out {d}/mine", "mine is a folder; give the JSON Lines file"),
+    ("rollout trace/retail-v0 --seeds 0:1 --out {d}/no/such/o.jsonl", "no/such does not exist; create it first"),
+    ("eval trace/retail-v0 --seeds 0:1 --out {d}/no/e.jsonl", "/no does not exist; create it first"),
+    ("import-tau2 {d}/bad.json --out {d}/no/t.jsonl", "/no does not exist; create it first"),
+    ("import-swebench {d}/missing.traj --report {d}/bad.json --out {d}/no/s.jsonl", "/no does not exist"),
     ("analyze {d}/bad.json --out {d}/a", "bad.json: cannot read"),
     ("synthesize {d}/missing.json --base-url http://127.0.0.1:9/v1 --model m", "cannot read a selected_capabilities"),
     ("synthesize {d}/bad.json --base-url http://127.0.0.1:9/v1 --model m", "cannot read a selected_capabilities"),
@@ -69,6 +73,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(line, says, files, capsys):
     assert err and err[-1].startswith("trace-gym: error: ") and says in err[-1], err
     assert not any("Traceback" in line for line in err)
     assert (files / "mine" / "notes.txt").is_file()  # a refused build deleted nothing
+    assert not (files / "no").exists()  # a refused --out made no folder
 
 
 def test_every_command_is_fed_bad_input():

@@ -4,10 +4,12 @@ installed command line, each command exiting 0."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,10 +51,11 @@ def test_the_readmes_tour_runs_as_written(tmp_path):
     if trace_gym is None:
         pytest.fail("the trace-gym command is not installed (pip install -e .)")
     commands = tour()
-    assert [c.split()[1] for c in commands] == ["list", "info", "play", "rollout", "view"]
-    for command in commands:  # in a scratch directory: the tour's runs/ is written there
-        out = subprocess.run([trace_gym, *command.split()[1:]], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=120)
+    assert [c.split()[1] for c in commands] == ["list", "info", "play", "-p", "rollout", "view"]
+    path = f"{Path(trace_gym).parent}{os.pathsep}{os.environ['PATH']}"
+    for command in commands:  # in a scratch directory, by a shell: the tour's runs/ is made there
+        out = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PATH": path})
         assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
         assert "Traceback" not in out.stderr, command
     assert (tmp_path / "runs" / "tour.jsonl").is_file()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Generator, Iterable
@@ -35,6 +36,9 @@ from trace_gym import rates
 from trace_gym.driver import EpisodeRequest, PlayedEpisode, episode_id, play
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
+from trace_gym.progress import shows_progress, stderr_console
+
+logger = logging.getLogger(__name__)
 
 PolicyFactory = Callable[[], Any]
 """Makes the policy: a turn-by-turn one (`trace_gym.agents.base.Policy`) or a batched one
@@ -247,10 +251,11 @@ def rollout(env_id: str, factory: PolicyFactory, seeds: Iterable[int], out: Path
 
 
 class _progress:
-    """A rich progress bar with the running pass rate (or nothing, when disabled)."""
+    """A rich progress bar with the running pass rate on stderr (or nothing, when disabled or
+    where this module's logger does not show INFO)."""
 
     def __init__(self, enabled: bool, total: int, label: str) -> None:
-        self.enabled, self.total, self.label = enabled and total > 0, total, label
+        self.enabled, self.total, self.label = enabled and total > 0 and shows_progress(logger), total, label
         self.passed = self.count = 0
 
     def __enter__(self) -> Callable[[dict[str, Any]], None]:
@@ -259,7 +264,8 @@ class _progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False)
+                            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False,
+                            console=stderr_console())
         self.bar.__enter__()
         self.task = self.bar.add_task(self.label, total=self.total, rate="")
 

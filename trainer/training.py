@@ -11,6 +11,7 @@ adapter that scored best on the validation slice.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +20,11 @@ from typing import Any
 from trace_gym import rates
 from trace_gym.errors import InternalError, InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
+from trace_gym.progress import shows_progress, stderr_console
 from trace_gym.trainer import checkpoint
 from trace_gym.trainer.config import GRPOConfig
+
+logger = logging.getLogger(__name__)
 
 ADAPTER_RECORD = "trace_gym_adapter.json"
 
@@ -171,7 +175,7 @@ def export_adapter(model: Any, target: Path, config: GRPOConfig, base: Path, met
 
 
 def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool = False,
-          allow_unaudited: bool = False, log: Callable[[str], None] | None = print,
+          allow_unaudited: bool = False,
           on_iteration: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train one adapter on `config.env_id` from the base model at `base`; return the adapter's
     directory (`out/adapter`)."""
@@ -188,8 +192,7 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         raise InvalidConfig("the vllm backend spreads rollouts over its servers: train it in one process "
                             f"(this one is 1 of {size})")
     lead = rank == 0  # only rank 0 writes the run directory and reports
-    log = log if lead else None
-    say = log or (lambda message: None)
+    shown = lead and shows_progress(logger)
     torch.set_num_threads(config.threads)
     torch.use_deterministic_algorithms(True)
     start = 0
@@ -222,7 +225,8 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                                 f"trained {state['iteration'] + 1}")
         start = state["iteration"] + 1
         state["config_key"], state["resume_key"] = config.key(), config.resume_key()
-        say(f"resuming {out} after iteration {start} of {config.iterations}")
+        if lead:
+            logger.info(f"resuming {out} after iteration {start} of {config.iterations}")
     if lead:
         write_json_atomic(out / "config.json", config.to_json())
     backend = make_backend(config, model, tokenizer, out, base=base)
@@ -232,9 +236,11 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         if lead else None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+
     row: dict[str, Any] = metrics_log.rows[-1] if metrics_log is not None and metrics_log.rows else {}
     progress = Progress(TextColumn(f"GRPO {config.env_id}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), disable=log is None)
+                        TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), console=stderr_console(),
+                        disable=not shown)
     try:
         with progress:
             task = progress.add_task("train", total=config.iterations, completed=start, reward="")
@@ -252,7 +258,7 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                                  row["time/rollout_s"] + row["time/update_s"])  # for --dry-run's estimates
                 if on_iteration is not None:
                     on_iteration(row)
-                if log is not None:
+                if shown:
                     progress.console.print(summary_table(row, config.iterations))
                     stalled = stalled_update(row)
                     if stalled:
@@ -265,5 +271,6 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
             metrics_log.close()
     adapter = export_adapter(model, out / "adapter", config, base, row) if lead else out / "adapter"
     distributed.barrier()  # every process returns once the adapter is written
-    say(f"adapter: {adapter}")
+    if lead:
+        logger.info(f"adapter: {adapter}")
     return adapter

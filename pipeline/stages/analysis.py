@@ -74,8 +74,7 @@ class AnalysisStage(Stage[AnalysisTable, Analysis]):
         n, llm = table.runs, table.labeller == "llm"
         data = analyze([Path(f.path) for f in state.get(ROLLOUTS).files.values()], directory, AnalysisConfig(
             labeller=table.labeller, runs=n, params=Params(k=default_k(n), n=n),
-            base_url=table.base_url or None if llm else None, model=table.model or None if llm else None),
-            log=lambda m: None)
+            base_url=table.base_url or None if llm else None, model=table.model or None if llm else None))
         domain = PIPELINE_DOMAINS[config.domain]
         foreign = set(cap.ALL) - set(domain.capability_envs)
         out = Analysis(str(directory / "selected_capabilities.json"), [])

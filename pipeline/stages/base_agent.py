@@ -174,11 +174,11 @@ class BaseAgentStage(Stage[BaseAgentTable, Agent]):
             else:  # an installed package: build the same fixture with its from-scratch recipe
                 from trace_gym.baseagent.scratch import FIXTURE_RECIPE, TinyAgentConfig, build
 
-                path = build(TinyAgentConfig(**cast(dict[str, Any], FIXTURE_RECIPE)), directory / "fixture", log=None)
+                path = build(TinyAgentConfig(**cast(dict[str, Any], FIXTURE_RECIPE)), directory / "fixture")
         else:
             from trace_gym.baseagent.build import build as build_agent
 
-            path = build_agent(recipe(config), log=None)
+            path = build_agent(recipe(config))
         return Agent(str(path), dir_sha256(path))
 
     def estimate(self, config: RunConfig, before: list[Stage[Any, Any]]) -> list[Step]:

@@ -110,7 +110,7 @@ class ComposeStage(Stage[ComposeTable, Composition]):
                 trajectories[env_id] = play(env_id, PolicySpec("oracle"), seeds, path, config, 1)
         compose(state.get(BASE_AGENT).path, [adapters[e].adapter for e in envs], envs, directory,
                 ComposeConfig(episodes=table.episodes, gates=GateConfig(epochs=table.epochs)),
-                env_kwargs={e: config.knobs(e) for e in envs}, trajectories=trajectories, log=None)
+                env_kwargs={e: config.knobs(e) for e in envs}, trajectories=trajectories)
         return Composition(str(directory), dir_sha256(directory / "mixture"), table.gate_data,
                            json.loads((directory / "routing.json").read_text()))
 

@@ -80,7 +80,7 @@ class EnvsStage(Stage[SynthesisTable, Envs]):
 
             records = load_records([Path(f.path) for f in state.get(ROLLOUTS).files.values()])
             for r in synthesize(Path(selected.selected), complete, records=records, run_dir=directory,
-                                attempts=table.attempts, log=lambda m: None):
+                                attempts=table.attempts):
                 if r.status == "READY" and r.env_id is not None:
                     out.envs.append(ChosenEnv(r.capability, r.env_id, "synthesized"))
                 else:

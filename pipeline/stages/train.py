@@ -58,7 +58,7 @@ def train_adapter(config: RunConfig, agent: Agent, env_id: str, directory: Path,
     """Train (or resume) one adapter on `env_id`."""
     from trace_gym.trainer.training import train as run
 
-    adapter = run(train_config(config, env_id, **overrides), agent.path, directory, resume=True, log=None)
+    adapter = run(train_config(config, env_id, **overrides), agent.path, directory, resume=True)
     rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return Adapter(str(adapter), dir_sha256(adapter), sum(r["episodes/total"] for r in rows),
                    str(directory / "metrics.jsonl"))

@@ -92,9 +92,9 @@ def test_build_is_deterministic_for_a_seed(tmp_path):
     from trace_gym.baseagent.scratch import TinyAgentConfig, build
 
     config = TinyAgentConfig(preset="fixture", episodes=6, steps=3, warmup_steps=3, threads=1)
-    a = build(config, tmp_path / "a", log=lambda m: None)
-    b = build(config, tmp_path / "b", log=lambda m: None)
-    c = build(TinyAgentConfig(preset="fixture", episodes=6, steps=3, warmup_steps=3, threads=1, seed=1), tmp_path / "c", log=lambda m: None)
+    a = build(config, tmp_path / "a")
+    b = build(config, tmp_path / "b")
+    c = build(TinyAgentConfig(preset="fixture", episodes=6, steps=3, warmup_steps=3, threads=1, seed=1), tmp_path / "c")
     assert _digest(a) == _digest(b)
     assert _digest(a)["model.safetensors"] != _digest(c)["model.safetensors"]
 

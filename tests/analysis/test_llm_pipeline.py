@@ -4,6 +4,7 @@ analyst with scripted JSON, faults included."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 import pytest
@@ -82,7 +83,7 @@ def _config(server, **kw):
 def test_faulty_answers_are_retried_and_the_result_is_valid(tmp_path):
     analyst = Analyst()
     with FakeServer(analyst) as server:
-        data = analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+        data = analyze(_tau2_inputs(), tmp_path, _config(server))
     by_name = {c["name"]: c for c in data["capabilities"]}
     assert set(by_name) == set(CAPS)
     assert by_name["copying_exact_values"]["status"] == "PENDING" and by_name["copying_exact_values"]["passes_consistency"]
@@ -100,7 +101,7 @@ def test_faulty_answers_are_retried_and_the_result_is_valid(tmp_path):
 def test_every_simulation_reaches_the_labelling_input_with_its_outcome(tmp_path):
     analyst = Analyst(faults=())
     with FakeServer(analyst) as server:
-        analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+        analyze(_tau2_inputs(), tmp_path, _config(server))
     labelling = [p for p in analyst.prompts if "Propose between" not in p]
     seen: dict[str, bool] = {}
     for prompt in labelling:
@@ -113,20 +114,20 @@ def test_every_simulation_reaches_the_labelling_input_with_its_outcome(tmp_path)
 def test_an_analyst_that_never_fits_gives_a_clear_error(tmp_path):
     with FakeServer(lambda body: ("ok", {"content": "I would rather not."})) as server:
         with pytest.raises(AnalystError, match="no usable list of capabilities after 4 attempts"):
-            analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+            analyze(_tau2_inputs(), tmp_path, _config(server))
     assert not (tmp_path / "selected_capabilities.json").exists()
 
 
 def test_interrupted_analysis_resumes_to_the_same_result(tmp_path):
     first = Analyst()
     with FakeServer(first) as server:
-        full = analyze(_tau2_inputs(), tmp_path / "full", _config(server), log=lambda m: None)
+        full = analyze(_tau2_inputs(), tmp_path / "full", _config(server))
     analyst = Analyst()
     with FakeServer(analyst) as server:
         with pytest.raises(AnalystError, match="request cap"):
-            analyze(_tau2_inputs(), tmp_path / "cut", _config(server, max_requests=9), log=lambda m: None)
+            analyze(_tau2_inputs(), tmp_path / "cut", _config(server, max_requests=9))
         asked_before = sum(analyst.seen.values())
-        resumed = analyze(_tau2_inputs(), tmp_path / "cut", _config(server), log=lambda m: None)
+        resumed = analyze(_tau2_inputs(), tmp_path / "cut", _config(server))
     assert resumed == full
     saved = sorted((tmp_path / "cut" / "labels").glob("run_*.json"))
     assert len(saved) == 3
@@ -143,7 +144,7 @@ def test_labelling_runs_are_independent_samples_with_their_seeds_recorded(tmp_pa
         return analyst(body)
 
     with FakeServer(record) as server:
-        data = analyze(_tau2_inputs(), tmp_path, _config(server, seed=5), log=lambda m: None)
+        data = analyze(_tau2_inputs(), tmp_path, _config(server, seed=5))
     labelling = [b for b in bodies if "Propose between" not in b["messages"][-1]["content"]]
     discovery = [b for b in bodies if "Propose between" in b["messages"][-1]["content"]]
     assert {b["temperature"] for b in labelling} == {0.7} and {b["temperature"] for b in discovery} == {0.0}
@@ -161,7 +162,7 @@ def test_labelling_runs_are_independent_samples_with_their_seeds_recorded(tmp_pa
     assert len(set(first_prompt_of.values())) == 3
 
 
-def test_a_cached_discovery_is_reused_only_for_the_same_inputs(tmp_path, monkeypatch):
+def test_a_cached_discovery_is_reused_only_for_the_same_inputs(tmp_path, monkeypatch, caplog):
     import trace_gym.analysis.discovery as discovery
 
     calls = []
@@ -170,11 +171,12 @@ def test_a_cached_discovery_is_reused_only_for_the_same_inputs(tmp_path, monkeyp
     airline = [reference_file("tau2/airline_results.json")]
     saved = tmp_path / "discovered_capabilities.json"
     with FakeServer(Analyst(faults=())) as server:
-        analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+        analyze(_tau2_inputs(), tmp_path, _config(server))
         key = json.loads(saved.read_text())["key"]
-        analyze(_tau2_inputs(), tmp_path, _config(server), log=lambda m: None)
+        analyze(_tau2_inputs(), tmp_path, _config(server))
         assert len(calls) == 1 and json.loads(saved.read_text())["key"] == key  # the same inputs: read back
-        messages = []
-        analyze(airline, tmp_path, _config(server), log=messages.append)
+        caplog.set_level(logging.INFO, logger="trace_gym")
+        analyze(airline, tmp_path, _config(server))
+    messages = [r.getMessage() for r in caplog.records if r.name == "trace_gym.analysis.pipeline"]
     assert len(calls) == 2 and any("made from other inputs" in m for m in messages)
     assert json.loads(saved.read_text())["key"] != key

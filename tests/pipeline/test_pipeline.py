@@ -130,7 +130,7 @@ def _table_from_records(run: Path, order: list[str], targets: list[str]) -> dict
 def _run(config: Path, out: Path, **kw):
     from trace_gym.pipeline.run import run_pipeline
 
-    return run_pipeline(config, out, "smoke", log=lambda m: None, **kw)
+    return run_pipeline(config, out, "smoke", **kw)
 
 
 def _digest(path: Path) -> str:

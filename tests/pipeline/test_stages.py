@@ -75,16 +75,16 @@ def test_a_toy_stage_added_to_the_list_runs_in_a_smoke_pipeline_and_is_reused(tm
     config = tmp_path / "run.toml"
     config.write_text("[base_agent]\nfixture = true\n[rollout]\nepisodes = 2\nmax_new_tokens = 16\n"
                       "[summary]\ntop = 2\n")
-    state = run_pipeline(config, tmp_path / "run", "smoke", log=lambda m: None)
+    state = run_pipeline(config, tmp_path / "run", "smoke")
     assert state.get(with_summary).names == [c.name for c in state.get(ANALYSIS).capabilities][:2]
     assert (tmp_path / "run" / "summary" / "summary.txt").is_file() and with_summary.runs == 1
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## Summary\n\nNamed: " in report and "| summary |" in report
     assert "summary             0.0 min  name the first 2 capabilities" in dry_run(config, "smoke")
 
-    again = run_pipeline(config, tmp_path / "run", "smoke", log=lambda m: None)
+    again = run_pipeline(config, tmp_path / "run", "smoke")
     assert "summary" in again.run.skipped and with_summary.runs == 1
-    flagged = run_pipeline(config, tmp_path / "run", "smoke", log=lambda m: None, overrides={"summary": {"top": 1}})
+    flagged = run_pipeline(config, tmp_path / "run", "smoke", overrides={"summary": {"top": 1}})
     assert flagged.get(with_summary).names == state.get(with_summary).names[:1] and with_summary.runs == 2
 
     with pytest.raises(SystemExit):

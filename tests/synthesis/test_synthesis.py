@@ -161,8 +161,7 @@ def test_calibration_result_is_fed_back(tmp_path):
 
         too_easy = synthesis.Calibration(functools.partial(Sometimes, 1.0), seeds=8, samples=4, bands=Bands())
         results = synthesis.synthesize(selected, complete, envs_dir=tmp_path / "envs", run_dir=tmp_path / "run",
-                                       attempts=2, calibration=too_easy, kit_settings=FAST, limits=TIGHT, seed_base=0,
-                                       log=lambda m: None)
+                                       attempts=2, calibration=too_easy, kit_settings=FAST, limits=TIGHT, seed_base=0)
     assert results[0].status == "FAILED"
     assert "too easy" in seen[1][-1]["content"]
     report = json.loads((tmp_path / "run" / NAME / "attempt_1" / "report.json").read_text())

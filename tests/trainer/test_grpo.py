@@ -324,7 +324,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
     from trace_gym.trainer.training import train
 
     config = _config()
-    train(config, FIXTURE, tmp_path / "whole", log=None)
+    train(config, FIXTURE, tmp_path / "whole")
     whole = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
 
     def crash(row):
@@ -332,12 +332,12 @@ def test_a_killed_run_resumes_to_the_uninterrupted_run(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train(config, FIXTURE, tmp_path / "killed", log=None, on_iteration=crash)
+        train(config, FIXTURE, tmp_path / "killed", on_iteration=crash)
     with pytest.raises(TraceGymError, match="pass --resume"):
-        train(config, FIXTURE, tmp_path / "killed", log=None)
+        train(config, FIXTURE, tmp_path / "killed")
     with pytest.raises(TraceGymError, match="another configuration"):
-        train(_config(lr=1e-3), FIXTURE, tmp_path / "killed", resume=True, log=None)
-    train(config, FIXTURE, tmp_path / "killed", resume=True, log=None)
+        train(_config(lr=1e-3), FIXTURE, tmp_path / "killed", resume=True)
+    train(config, FIXTURE, tmp_path / "killed", resume=True)
     resumed = [json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in resumed] == [0, 1, 2, 3]
     assert _strip(resumed) == _strip(whole)
@@ -353,14 +353,14 @@ def test_a_run_extended_with_more_iterations_resumes_to_the_longer_run(tmp_path)
     changes what was trained, and a count below what was trained."""
     from trace_gym.trainer.training import train
 
-    whole = [json.loads(line) for line in (train(_config(), FIXTURE, tmp_path / "whole", log=None).parent
+    whole = [json.loads(line) for line in (train(_config(), FIXTURE, tmp_path / "whole").parent
                                            / "metrics.jsonl").read_text().splitlines()]
-    train(_config(iterations=2), FIXTURE, tmp_path / "short", log=None)
+    train(_config(iterations=2), FIXTURE, tmp_path / "short")
     with pytest.raises(TraceGymError, match=r"another configuration: lr: 0.006 -> 0.001$"):
-        train(_config(iterations=4, lr=1e-3), FIXTURE, tmp_path / "short", resume=True, log=None)
+        train(_config(iterations=4, lr=1e-3), FIXTURE, tmp_path / "short", resume=True)
     with pytest.raises(TraceGymError, match="cannot resume to iterations=1: the run has already trained 2"):
-        train(_config(iterations=1), FIXTURE, tmp_path / "short", resume=True, log=None)
-    train(_config(iterations=4, checkpoint_every=1), FIXTURE, tmp_path / "short", resume=True, log=None)
+        train(_config(iterations=1), FIXTURE, tmp_path / "short", resume=True)
+    train(_config(iterations=4, checkpoint_every=1), FIXTURE, tmp_path / "short", resume=True)
     extended = [json.loads(line) for line in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in extended] == [0, 1, 2, 3]
     assert _strip(extended) == _strip(whole)
@@ -377,7 +377,7 @@ def test_the_base_weights_take_the_configs_dtype_and_the_adapter_stays_fp32(tmp_
     assert _config(model_dtype="auto", device="cpu").torch_dtype() == torch.float32
     assert _config(model_dtype="auto", device="cuda").torch_dtype() == torch.bfloat16
     assert GRPOConfig.from_toml(REPO / "configs" / "gpu-qwen3-30b-a3b.toml").model_dtype == "bfloat16"
-    train(_config(model_dtype="bfloat16", iterations=1), FIXTURE, tmp_path / "run", log=None)  # it trains
+    train(_config(model_dtype="bfloat16", iterations=1), FIXTURE, tmp_path / "run")  # it trains
     with pytest.raises(InvalidConfig, match="model_dtype='float16' is invalid: allowed: float32, bfloat16, auto"):
         GRPOConfig(model_dtype="float16")
 
@@ -409,7 +409,7 @@ def test_grpo_learns_a_small_env(seed, tmp_path):
     rows = []
     started = time.process_time()
     train(_config(iterations=30, groups=4, group_size=8, max_new_tokens=12, checkpoint_every=30, seed=seed),
-          FIXTURE, tmp_path / "run", log=None, on_iteration=rows.append)
+          FIXTURE, tmp_path / "run", on_iteration=rows.append)
     seconds = time.process_time() - started  # CPU time: the bound holds whatever else the machine runs
     rewards = [r["reward/mean"] for r in rows]
     # "within 30 iterations": the best run of five iterations against the first three (on seed

@@ -81,7 +81,7 @@ def test_a_resumed_openvino_run_equals_the_uninterrupted_one(base, tmp_path):
     from trace_gym.trainer.training import train
 
     config = _config(backend="openvino")
-    train(config, base, tmp_path / "whole", log=None)
+    train(config, base, tmp_path / "whole")
     whole = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
 
     def crash(row):
@@ -89,8 +89,8 @@ def test_a_resumed_openvino_run_equals_the_uninterrupted_one(base, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train(config, base, tmp_path / "killed", log=None, on_iteration=crash)
-    train(config, base, tmp_path / "killed", resume=True, log=None)
+        train(config, base, tmp_path / "killed", on_iteration=crash)
+    train(config, base, tmp_path / "killed", resume=True)
     resumed = [json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
     assert _strip(resumed) == _strip(whole)
     # p_old is the trainer's: with one step a batch the ratio is 1, nothing is clipped, and

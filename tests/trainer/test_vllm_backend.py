@@ -47,7 +47,7 @@ def test_training_through_two_servers_hot_swaps_the_adapter(tmp_path, monkeypatc
 
     with FakeVLLM(FIXTURE, "processed_logprobs") as a, FakeVLLM(FIXTURE, "processed_logprobs") as b:
         monkeypatch.setenv("VLLM_BASE_URLS", f"{a.url},{b.url}")
-        train(_vllm_config(), FIXTURE, tmp_path / "run", log=None)
+        train(_vllm_config(), FIXTURE, tmp_path / "run")
         for server in (a, b):
             assert [e[0] for e in server.events] == ["load", "unload", "load"]
             names = [e[1] for e in server.events]
@@ -72,7 +72,7 @@ def test_a_server_reporting_raw_logprobs_is_refused_at_start(tmp_path, monkeypat
     with FakeVLLM(FIXTURE) as server:  # vLLM's default mode: before the temperature
         monkeypatch.setenv("VLLM_BASE_URLS", server.url)
         with pytest.raises(TraceGymError, match="start it with --logprobs-mode processed_logprobs"):
-            train(_vllm_config(temperature=1.0), FIXTURE, tmp_path / "run", log=None)
+            train(_vllm_config(temperature=1.0), FIXTURE, tmp_path / "run")
         assert not [c for c in server.completions if c["temperature"] == 1.0]  # refused before any rollout
 
 
@@ -86,10 +86,10 @@ def test_a_resumed_vllm_run_reloads_the_adapter_its_killed_run_left_loaded(tmp_p
         monkeypatch.setenv("VLLM_BASE_URLS", server.url)
         config = _vllm_config(checkpoint_every=1)
         with pytest.raises(KeyboardInterrupt):
-            train(config, FIXTURE, tmp_path / "run", log=None, on_iteration=crash)
+            train(config, FIXTURE, tmp_path / "run", on_iteration=crash)
         left = set(server.adapters)
         assert len(left) == 1
-        train(config, FIXTURE, tmp_path / "run", resume=True, log=None)
+        train(config, FIXTURE, tmp_path / "run", resume=True)
         kinds = [e[0] for e in server.events]
         assert kinds == ["load", "unload", "load", "unload", "load"]  # the name unloaded, then loaded again
         assert server.events[1][1] == server.events[2][1] == left.pop()

@@ -15,8 +15,8 @@ natively (fp32 elsewhere): `trace_gym.agents.hardware`.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ from trace_gym.agents.hardware import DTYPES, Placement, placement
 from trace_gym.driver import EpisodeRequest, Live, Reply, Turn
 from trace_gym.errors import InvalidConfig
 from trace_gym.messages import Message
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DTYPES", "LocalModelPolicy"]
 
@@ -50,7 +52,7 @@ class LocalModelPolicy:
                                 "build one with `trace-gym base-agent build`")
         torch.set_num_threads(where.threads)
         if announce:
-            print(f"local model {path.name}: {where.describe()}", file=sys.stderr)
+            logger.info(f"local model {path.name}: {where.describe()}")
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = load_causal_lm(path, getattr(torch, where.dtype))
         if adapter is not None:

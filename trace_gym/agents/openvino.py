@@ -48,6 +48,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import logging
 import math
 import os
 import time
@@ -68,6 +69,8 @@ from trace_gym.agents.openvino_export import (  # noqa: F401  (re-exported: the 
 )
 from trace_gym.driver import Live, Reply, Turn
 from trace_gym.errors import InvalidConfig, PolicyError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DTYPES", "OpenVINOPolicy", "adapter_alpha", "auto_cache_gb", "export", "tempered"]
 
@@ -184,9 +187,7 @@ class OpenVINOPolicy:
         self.constrain_calls = bool(constrain_calls)
         self._grammars: dict[str, Any] = {}
         if announce:
-            import sys
-
-            print(f"local model {self.model_path.name} on OpenVINO: {self.placement.describe()}", file=sys.stderr)
+            logger.info(f"local model {self.model_path.name} on OpenVINO: {self.placement.describe()}")
         self.ir_dir = export(self.model_path, ir_dir, weight_format)
         # logits / T inside the graph, so that the reported log-probabilities are the sampler's
         self.run_dir = self.ir_dir if self.temperature in (0.0, 1.0) else tempered(self.ir_dir, self.temperature)

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -43,6 +43,8 @@ from trace_gym.runconfig import embedded_knobs
 
 if TYPE_CHECKING:
     from trace_gym.targets.env import TargetEnv
+
+logger = logging.getLogger(__name__)
 
 METHODS = ("full", "lora")
 
@@ -360,7 +362,7 @@ def step_loss(model, batch: list[tuple[list[int], list[float]]]) -> float:
 
 
 def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfig,
-        log: Callable[[str], None] | None = print, groups: list[int] | None = None) -> dict[str, Any]:
+        groups: list[int] | None = None) -> dict[str, Any]:
     """`epochs` passes over the demonstrations in a seeded order, `accumulate` per step (of one
     target each, by `groups`)."""
     import contextlib
@@ -376,21 +378,15 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
     warmup = max(1, len(steps) // 10)
     model.train()
     losses, tokens, started = [], 0, time.perf_counter()
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
-                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), transient=True,
-                  disable=log is None) as bar:
+    from trace_gym.progress import progress_bar, shows_progress
+
+    with progress_bar(logger, TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
+                      TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task("sft", total=len(steps), loss="")
         # off a terminal the bar does not draw: a line a minute instead
-        minute = None if log is None or bar.console.is_terminal else started
+        minute = None if not shows_progress(logger) or bar.console.is_terminal else started
         for step, batch in enumerate(steps):
             scale = (step + 1) / warmup if step < warmup else \
                 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, len(steps) - warmup)))
@@ -404,18 +400,16 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
             optimizer.zero_grad(set_to_none=True)
             bar.update(task, advance=1, loss=f"loss {sum(losses[-5:]) / len(losses[-5:]):.3f}")
             now = time.perf_counter()
-            # (minute is set only where log is; the check on log is for the type checker)
-            if log is not None and minute is not None and (now - minute >= 60 or step + 1 == len(steps)):
+            if minute is not None and (now - minute >= 60 or step + 1 == len(steps)):
                 minute = now
                 left = (now - started) / (step + 1) * (len(steps) - step - 1)
-                log(f"SFT: step {step + 1}/{len(steps)}, loss {sum(losses[-5:]) / len(losses[-5:]):.3f}, "
-                    f"{now - started:.0f} s elapsed, about {left:.0f} s left")
+                logger.info(f"SFT: step {step + 1}/{len(steps)}, loss {sum(losses[-5:]) / len(losses[-5:]):.3f}, "
+                            f"{now - started:.0f} s elapsed, about {left:.0f} s left")
     model.eval()
     seconds = time.perf_counter() - started
-    if log is not None:
-        log(f"SFT: {len(steps)} steps over {len(data)} demonstrations x {config.epochs} epoch(s), {tokens} tokens "
-            f"in {seconds:.0f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s{', bf16 autocast' if bf16 else ''}); "
-            f"last loss {losses[-1]:.3f}")
+    logger.info(f"SFT: {len(steps)} steps over {len(data)} demonstrations x {config.epochs} epoch(s), {tokens} "
+                f"tokens in {seconds:.0f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s"
+                f"{', bf16 autocast' if bf16 else ''}); last loss {losses[-1]:.3f}")
     return {"steps": len(steps), "tokens": tokens, "examples": len(data), "bf16": bf16,
             "final_loss": round(sum(losses[-5:]) / len(losses[-5:]), 4), "first_loss": round(losses[0], 4)}
 
@@ -423,7 +417,7 @@ def sft(model, data: list[tuple[list[int], list[float]]], config: BaseAgentConfi
 # -- the build ----------------------------------------------------------------------------
 
 def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, *, wheel: Path | None = None,
-          gguf: Path | None = None, log: Callable[[str], None] | None = print) -> Path:
+          gguf: Path | None = None) -> Path:
     """Build the base agent into `out` (default: the cache, keyed by the config) and return
     its path; a finished build of the same config is returned as it is."""
     import torch
@@ -431,11 +425,10 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     from trace_gym.baseagent.scratch import demonstrations
     from trace_gym.baseagent.weights import pretrained, save_model_dir
 
-    say = log or (lambda m: None)
     out = Path(out) if out else default_out(config)
     record = out / "trace_gym_build.json"
     if record.is_file() and json.loads(record.read_text()).get("config") == json.loads(json.dumps(config.identity())):
-        say(f"base agent: {out} is already built with this configuration")
+        logger.info(f"base agent: {out} is already built with this configuration")
         return out
     from trace_gym.baseagent.weights import check_build_out
 
@@ -447,9 +440,9 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     from trace_gym.agents.hardware import vector_flags
 
     seen = vector_flags()
-    say(f"base agent: SFT in {'bf16 autocast (weights fp32)' if use_bf16(config) else 'fp32'} on {config.threads} "
-        f"thread(s) (CPU flags: {seen})")
-    start = pretrained(config.source, wheel=wheel, gguf=gguf, log=say)
+    logger.info(f"base agent: SFT in {'bf16 autocast (weights fp32)' if use_bf16(config) else 'fp32'} on "
+                f"{config.threads} thread(s) (CPU flags: {seen})")
+    start = pretrained(config.source, wheel=wheel, gguf=gguf)
     model, tokenizer = load_start(start, config)
     demos = demonstrations(config) + capability_demonstrations(config)
     data: list[tuple[list[int], list[float]]] = []
@@ -463,10 +456,10 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
     if not data:
         raise InvalidConfig(f"no demonstration has an agent token within max_tokens={config.max_tokens}")
     longest, cut = max(lengths), sum(n > config.max_tokens for n in lengths)
-    say(f"demonstrations: {len(demos)} oracle episodes of the targets and capability envs ({len(data)} used), "
-        f"{sum(len(ids) for ids, _ in data)} tokens; {cut} cut at max_tokens={config.max_tokens} (the longest "
-        f"{longest} tokens)")
-    stats = {**sft(model, data, config, log, groups), "demonstrations": len(demos), "cut": cut, "longest": longest}
+    logger.info(f"demonstrations: {len(demos)} oracle episodes of the targets and capability envs ({len(data)} used), "
+                f"{sum(len(ids) for ids, _ in data)} tokens; {cut} cut at max_tokens={config.max_tokens} (the longest "
+                f"{longest} tokens)")
+    stats = {**sft(model, data, config, groups), "demonstrations": len(demos), "cut": cut, "longest": longest}
     if config.method == "lora":
         model = model.merge_and_unload()
     for p in model.parameters():
@@ -482,5 +475,5 @@ def build(config: BaseAgentConfig = BaseAgentConfig(), out: Path | None = None, 
 
     # demonstrations a minute, the download and the export included: --dry-run's estimate
     rates.record("base-agent build", config.source, len(demos) * config.epochs, seconds)
-    say(f"built {out} in {seconds:.0f} s")
+    logger.info(f"built {out} in {seconds:.0f} s")
     return out

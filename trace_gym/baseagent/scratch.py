@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import time
@@ -35,6 +36,8 @@ from trace_gym.worlds import DOMAINS
 
 if TYPE_CHECKING:
     from trace_gym.targets.env import TargetEnv
+
+logger = logging.getLogger(__name__)
 
 PRESETS: dict[str, dict[str, int]] = {
     # ~0.9 M parameters (the build prints the count): the embedded default
@@ -401,11 +404,11 @@ def repeat_stage(model, tokenizer, optimizer, config: TinyAgentConfig) -> float:
     return loss.item()
 
 
-def warm_up(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
+def warm_up(model, tokenizer, config: TinyAgentConfig) -> float:
     """The repeat stage, then the rest of `warmup_steps` on lookup drills (batches of 32,
     loss on the agent's turns), with one optimiser; returns the last drill step's loss."""
     optimizer = new_optimizer(model, config.lr)
-    log(f"warm-up: repeat task loss {repeat_stage(model, tokenizer, optimizer, config):.3f}")
+    logger.info(f"warm-up: repeat task loss {repeat_stage(model, tokenizer, optimizer, config):.3f}")
     drill_steps = config.warmup_steps - config.warmup_steps // 3
     drills = [encode(tokenizer, d) for d in lookup_drills(config.seed, 32 * drill_steps)]
     loss = 0.0
@@ -416,11 +419,11 @@ def warm_up(model, tokenizer, config: TinyAgentConfig, log=print) -> float:
         optimizer.step()
         loss = batch_loss.item()
         if (step + 1) % 50 == 0:
-            log(f"warm-up: lookup drills {step + 1}  loss {loss:.3f}")
+            logger.info(f"warm-up: lookup drills {step + 1}  loss {loss:.3f}")
     return round(loss, 4)
 
 
-def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, log=print) -> dict[str, Any]:
+def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig) -> dict[str, Any]:
     """`config.steps` AdamW steps on assistant tokens; returns training statistics."""
     import torch
 
@@ -442,8 +445,8 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
         examples.append((torch.tensor(ids), torch.tensor(weights)))
     if not examples:
         raise InvalidConfig(f"no demonstration fits max_tokens={config.max_tokens}")
-    log(f"SFT examples: {fitting_whole} of {whole} whole demonstrations fit max_tokens={config.max_tokens}; "
-        f"{len(examples)} in all with the per-turn windows")
+    logger.info(f"SFT examples: {fitting_whole} of {whole} whole demonstrations fit max_tokens={config.max_tokens}; "
+                f"{len(examples)} in all with the per-turn windows")
     # Batches of similar lengths (few pad tokens), visited in a seeded order, epoch after epoch.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
     batches: list[list[int]] = []
@@ -477,7 +480,7 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
         losses.append(loss.item())
         tokens += n_tokens
         if (step + 1) % 10 == 0:
-            log(f"step {step + 1}/{config.steps}  loss {sum(losses[-10:]) / len(losses[-10:]):.3f}")
+            logger.info(f"step {step + 1}/{config.steps}  loss {sum(losses[-10:]) / len(losses[-10:]):.3f}")
     model.eval()
     return {"steps": config.steps, "tokens": tokens, "examples": len(examples), "batches": len(batches),
             "final_loss": round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4)}
@@ -485,7 +488,7 @@ def sft(model, tokenizer, demos: list[dict[str, Any]], config: TinyAgentConfig, 
 
 # -- the build -------------------------------------------------------------------------
 
-def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, log=print) -> Path:
+def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None) -> Path:
     """Build the tiny agent into `out` (default: the cache directory); returns the path."""
     import torch
 
@@ -496,15 +499,15 @@ def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, 
 
     check_build_out(out)  # before the build's minutes: a build replaces its directory whole
     started = time.perf_counter()
-    log(f"demonstrations: {config.episodes} oracle episodes per target env")
+    logger.info(f"demonstrations: {config.episodes} oracle episodes per target env")
     demos = demonstrations(config)
-    log("tokenizer: training a byte-level BPE")
+    logger.info("tokenizer: training a byte-level BPE")
     tokenizer = train_tokenizer([_plain_text(d) for d in demos], PRESETS[config.preset]["vocab_size"])
     model = new_model(config.preset, tokenizer, config.seed)
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"model: Qwen3 architecture, {n_params / 1e6:.2f} M parameters; SFT for {config.steps} steps")
-    warm = warm_up(model, tokenizer, config, log)
-    stats = {"copy_warmup_loss": warm, **sft(model, tokenizer, demos, config, log)}
+    logger.info(f"model: Qwen3 architecture, {n_params / 1e6:.2f} M parameters; SFT for {config.steps} steps")
+    warm = warm_up(model, tokenizer, config)
+    stats = {"copy_warmup_loss": warm, **sft(model, tokenizer, demos, config)}
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         import shutil
@@ -521,5 +524,5 @@ def build(config: TinyAgentConfig = TinyAgentConfig(), out: Path | None = None, 
         check_build_out(out)
         shutil.rmtree(out)
     tmp.rename(out)  # the finished build appears at once, never half-written
-    log(f"built {out} in {time.perf_counter() - started:.0f} s")
+    logger.info(f"built {out} in {time.perf_counter() - started:.0f} s")
     return out

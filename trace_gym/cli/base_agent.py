@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from trace_gym.cli.common import log_to_stderr
 from trace_gym.cli.flags import add_config_flags, config_values, flag_name
 from trace_gym.errors import InvalidConfig
 
@@ -68,11 +67,10 @@ def run(args: argparse.Namespace) -> int:
     """Build (or find in the cache) and print the agent's directory."""
     pretrained, tiny = _recipes()
     out = Path(args.out) if args.out else None
-    log = log_to_stderr(args) or (lambda m: None)
     if args.source == "scratch":
         from trace_gym.baseagent.scratch import build as build_from_scratch
 
-        print(build_from_scratch(tiny(**_recipe_values(args, tiny, pretrained, "from-scratch")), out, log=log))
+        print(build_from_scratch(tiny(**_recipe_values(args, tiny, pretrained, "from-scratch")), out))
         return 0
     from trace_gym.baseagent.build import build
     from trace_gym.resources import config_path
@@ -83,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
     table = load(where).get("base_agent", {})
     config = pretrained.from_table(table, where=f"{where} [base_agent]", source=args.source,
                                    **_recipe_values(args, pretrained, tiny, "pretrained"))
-    print(build(config, out, wheel=args.wheel, gguf=args.gguf, log=log_to_stderr(args)))
+    print(build(config, out, wheel=args.wheel, gguf=args.gguf))
     return 0

@@ -37,9 +37,17 @@ def at_least(minimum: int) -> Callable[[str], int]:
 COUNT, NON_NEGATIVE = at_least(1), at_least(0)
 
 
-def log_to_stderr(args: argparse.Namespace) -> Callable[[str], None] | None:
-    """Progress lines on stderr, or None under --quiet."""
-    return None if getattr(args, "quiet", False) else (lambda m: print(m, file=sys.stderr))
+def out_file(out: str | Path) -> Path:
+    """A JSON Lines file `--out`, refused when it is a folder or its folder does not exist (a
+    misspelt path would otherwise leave a tree of new folders). Folders a command writes
+    (`--out DIR`) are made with their parents: a run directory is a tree of its own."""
+    out = Path(out)
+    if out.is_dir():
+        raise InvalidConfig(f"--out {out} is a folder; give the JSON Lines file to write, e.g. {out / 'rollout.jsonl'}")
+    if not out.parent.is_dir():
+        raise InvalidConfig(f"--out {out}: the folder {out.parent} does not exist; create it first "
+                            f"(mkdir -p {out.parent})")
+    return out
 
 
 def base_model(path: str | None, must_exist: bool = False) -> Path:
@@ -177,6 +185,8 @@ def run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defaul
     from trace_gym.runs import fingerprint_id, run_fingerprint
     from trace_gym.seeding import parse_seed_range, seeds
 
+    if out is not None:  # before any model loads
+        out_file(out)
     env_id = entry(args.env_id).id
     start, stop = parse_seed_range(args.seeds)
     env_kwargs = None
@@ -189,8 +199,6 @@ def run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defaul
     factory = policy_factory(args)
     fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=env_kwargs)
     out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
-    if out.is_dir():
-        raise InvalidConfig(f"--out {out} is a folder; give the JSON Lines file to write, e.g. {out / 'rollout.jsonl'}")
     # a policy whose turns wait on a server runs its episodes in threads; local ones batch them
     summary = rollout(env_id, factory, seeds(args.split, start, stop), out, samples=samples,
                       hint=args.hint, workers=in_flight(args), threaded=policy_entry(args.policy).server,

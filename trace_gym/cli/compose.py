@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from trace_gym.cli.common import base_model, log_to_stderr
+from trace_gym.cli.common import base_model
 from trace_gym.cli.flags import add_config_flags, config_values
 
 NAME = "compose"
@@ -54,6 +54,6 @@ def run(args: argparse.Namespace) -> int:
             for record in read_records(Path(path)):
                 trajectories.setdefault(record.get("env_id"), []).append(record)
     compose(base_model(args.base), adapters, envs, Path(args.out), config, env_kwargs=knobs,
-            trajectories=trajectories, log=log_to_stderr(args))
+            trajectories=trajectories)
     print(Path(args.out))
     return 0

@@ -26,8 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write every run's record to --out."""
+    from trace_gym.cli.common import out_file
     from trace_gym.swebench import import_runs, write_records
 
+    out_file(args.out)  # before the import's work
     imported = import_runs(args.files, args.report, dataset=args.dataset, skip_missing=args.skip_missing)
     out = write_records(args.out, imported.records)
     solved = sum(r["passed"] for r in imported.records)

@@ -21,7 +21,9 @@ def run(args: argparse.Namespace) -> int:
     from trace_gym.rollout import append_record, read_records
     from trace_gym.tau2 import import_results
 
-    out = Path(args.out)
+    from trace_gym.cli.common import out_file
+
+    out = out_file(args.out)
     done = {r["id"] for r in read_records(out, repair=True)}
     written = 0
     for path in args.results:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from trace_gym.pipeline.run import main_table, run_pipeline
 
-    state = run_pipeline(args.config, Path(args.out), args.budget, log=(lambda m: None) if args.quiet else None,
+    state = run_pipeline(args.config, Path(args.out), args.budget,
                          domain=args.domain, overrides=overrides(args))
     print(main_table(state))
     print(f"report: {state.report['markdown']} and {state.report['html']}")

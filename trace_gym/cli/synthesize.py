@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from trace_gym.cli.common import COUNT, add_band_flags, add_policy_flags, bands, policy_factory
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     results = synthesize(Path(args.selected), complete, records=records,
                          envs_dir=Path(args.envs_dir) if args.envs_dir else None,
                          run_dir=Path(args.run_dir), attempts=args.attempts, replace=args.replace,
-                         calibration=calibration, log=lambda m: print(m, file=sys.stderr))
+                         calibration=calibration)
     for r in results:
         print(f"{r.capability}: {r.status} after {r.attempts} attempt(s)" + (f" -> {r.env_id} ({r.path})" if r.env_id else ""))
     return 0 if all(r.status == "READY" for r in results) else 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trace_gym.cli.common import base_model, log_to_stderr
+from trace_gym.cli.common import base_model
 from trace_gym.cli.flags import add_config_flags, config_values
 
 NAME = "train"
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     check_env_allowed(args.env, args.allow_unaudited)  # a bad env id is named before a missing base
     config = GRPOConfig.for_env(args.env, args.config, **config_values(args, GRPOConfig, skip=FROM_ELSEWHERE))
     train(config, base_model(args.base, must_exist=True), Path(args.out), resume=args.resume,
-          allow_unaudited=args.allow_unaudited, log=log_to_stderr(args))
+          allow_unaudited=args.allow_unaudited)
     if world()[0] == 0:  # under torchrun, one line for the run
         print(Path(args.out) / "adapter")
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from trace_gym.audit.lock import record as record_lock
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import sha256_bytes, write_json_atomic
 from trace_gym.render import printable
+
+logger = logging.getLogger(__name__)
 
 _CODE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 STATUSES = ("PENDING", "READY", "FAILED", "SHIPPED", "NOT_SELECTED")
@@ -178,7 +181,7 @@ def install(envs_dir: Path, name: str, code: str, description: str, report: dict
 def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], *, records: list[dict[str, Any]] | None = None,
                envs_dir: Path | None = None, run_dir: Path, attempts: int = 5, replace: bool = False,
                calibration: Calibration | None = None, kit_settings: Any = None, limits: Any = None,
-               seed_base: int | None = None, log=print) -> list[SynthesisResult]:
+               seed_base: int | None = None) -> list[SynthesisResult]:
     """Synthesize every PENDING capability of `selected`; `complete(messages) -> text` is
     the synthesis agent. Updates the statuses in `selected` as it goes. Each audit draws its
     kit's seed base at random unless `seed_base` is given."""
@@ -200,7 +203,7 @@ def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], 
         name = capability["name"]
         env_id = f"trace/{name}-v0"
         if (envs_dir / f"{name}.py").exists() and not replace:
-            log(f"{env_id}: already installed in {envs_dir}; kept (pass --replace to regenerate)")
+            logger.info(f"{env_id}: already installed in {envs_dir}; kept (pass --replace to regenerate)")
             capability["status"] = "READY"
             results.append(SynthesisResult(name, "READY", 0, env_id, str(envs_dir / f"{name}.py")))
             write_json_atomic(selected, data)
@@ -239,7 +242,8 @@ def synthesize(selected: Path, complete: Callable[[list[dict[str, str]]], str], 
                             report["reasons"] = [f"calibration: {p}" for p in report["calibration"]["problems"]]
             (folder / "report.json").write_text(json.dumps(report, indent=1, default=str))
             outcome = "passed" if report["passed"] else "failed: " + "; ".join(report["reasons"][:3])
-            log(printable(f"{env_id}: attempt {attempt}: {outcome}"))  # a module's words, never a terminal's orders
+            # a module's words, never a terminal's orders
+            logger.info(printable(f"{env_id}: attempt {attempt}: {outcome}"))
             if report["passed"] and code is not None:  # a report passes only where the reply held a module
                 path = install(envs_dir, name, code, capability.get("description", ""), report, replace)
                 status = "READY"
