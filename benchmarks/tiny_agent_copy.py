@@ -1,4 +1,4 @@
-"""Whether the tiny agent copies: the figures behind the account (docs/base-agent.md) of why it passes
+"""Whether the tiny agent copies: the figures behind the account (docs/base-agent.md; its figures in benchmarks/RESULTS.md) of why it passes
 nothing.
 
     python benchmarks/tiny_agent_copy.py [--model PATH] [--episodes 8]
