@@ -45,6 +45,8 @@ CASES = [
     ("synthesize {d}/missing.json --base-url http://127.0.0.1:9/v1 --model m", "cannot read a selected_capabilities"),
     ("synthesize {d}/bad.json --base-url http://127.0.0.1:9/v1 --model m", "cannot read a selected_capabilities"),
     ("calibrate trace/nope-v0", "unknown environment"),
+    ("export trace/nope-v0 --seeds 0:1 --out {d}/t.jsonl", "unknown environment"),
+    ("export trace/retail-v0 --seeds 0:1 --out {d}/no/t.jsonl", "/no does not exist; create it first"),
     ("eval trace/retail-v0 --seeds 0:1 --policy endpoint --base-url http://127.0.0.1:9/v1 --out {d}/e.jsonl",
      "policy 'endpoint' needs the model's name"),
     ("import-tau2 {d}/missing.json --out {d}/t.jsonl", "cannot read a tau2 results file"),

@@ -31,6 +31,7 @@ from trace_gym import messages as msg
 from trace_gym.actions import parse_action
 from trace_gym.deprecation import renamed
 from trace_gym.errors import EpisodeError, InvalidConfig
+from trace_gym.replay import ReplayPickling
 from trace_gym.rng import Rng
 from trace_gym.spaces import ActionSpace, ConversationSpace
 from trace_gym.tools import ToolKind, Toolset
@@ -130,7 +131,7 @@ def with_hint(system_prompt: str, hint: str) -> str:
     return f"{system_prompt}\n\n{HINT_OPEN}\n{hint}\n{HINT_CLOSE}"
 
 
-class TraceEnv(gym.Env[list, Any], Generic[TaskT, WorldT]):
+class TraceEnv(ReplayPickling, gym.Env[list, Any], Generic[TaskT, WorldT]):
     """Base class of every trace-gym env. See the module docstring for the contract.
 
     An episode: the observation is the conversation so far, an action is the agent's turn
@@ -228,11 +229,13 @@ class TraceEnv(gym.Env[list, Any], Generic[TaskT, WorldT]):
             raise InvalidConfig(f"unknown reset option(s) {sorted(unknown, key=repr)}; allowed: hint")
         if not isinstance(options.get("hint", False), (bool, np.bool_)):
             raise InvalidConfig(f"reset option hint={options['hint']!r} is invalid: must be True or False")
+        before = None
         if type(seed) is int and seed >= 0:
             rng = Rng.from_seed(seed)
             self._pending_seed = self._np_random_seed = seed
         else:  # no seed (continue the Generator), a bool, or gymnasium's error for a bad seed
             super().reset(seed=seed)
+            before = self.np_random.bit_generator.state  # (made here when there is none yet)
             rng = Rng(self.np_random)
         new = self._new_episode(rng)
         hint = bool(options.get("hint", False)) and bool(new.hint)
@@ -249,6 +252,7 @@ class TraceEnv(gym.Env[list, Any], Generic[TaskT, WorldT]):
             seed=seed,
             hint=hint,
         )
+        self._record_reset(seed if before is None else None, options, before)  # what a pickle replays
         return msg.copy_messages(self._episode.messages), self._info()
 
     def step(self, action: Any) -> tuple[list, float, bool, bool, dict[str, Any]]:
@@ -259,6 +263,7 @@ class TraceEnv(gym.Env[list, Any], Generic[TaskT, WorldT]):
             raise EpisodeError("step() called before reset()")
         if ep.over:
             raise EpisodeError(f"step() called after the episode ended ({ep.termination_reason}); call reset()")
+        self._record_action(action)
         parsed = parse_action(action)
         turn = ep.turn
         ep.turn += 1

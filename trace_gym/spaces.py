@@ -89,6 +89,13 @@ class ConversationSpace(Space[list]):
         return isinstance(other, ConversationSpace)
 
 
+def _schema_space(toolset: Toolset, reply_rate: float, generator: np.random.Generator | None) -> ActionSpace:
+    space = ActionSpace(toolset, reply_rate=reply_rate)
+    if generator is not None:
+        space._np_random = generator
+    return space
+
+
 class ActionSpace(Space[Any]):
     """Agent turns for one toolset: a tool-call dict, an assistant message, or text.
 
@@ -131,6 +138,11 @@ class ActionSpace(Space[Any]):
 
     def __repr__(self) -> str:
         return f"ActionSpace(tools={list(self.toolset)})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its tools' schemas only, all that `contains` and `sample` read: a
+        # space crosses to a vector env's parent process, and a tool's function is its env's.
+        return _schema_space, (self.toolset.schema_copy(), self.reply_rate, self._np_random)
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, ActionSpace) and list(other.toolset) == list(self.toolset)

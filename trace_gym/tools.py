@@ -91,6 +91,11 @@ class Toolset(Mapping[str, Tool]):
     def __len__(self) -> int:
         return len(self._tools)
 
+    def schema_copy(self) -> Toolset:
+        """This toolset with its schemas and kinds only: every tool's call answers that it
+        cannot run here (what an action space needs, in a process without the env)."""
+        return Toolset((Tool(t.schema, t.kind, _schema_only) for t in self._tools.values()), self.max_chars)
+
     def subset(self, names: Iterable[str]) -> Toolset:
         """The named tools, in the order given (unknown names are a programmer error)."""
         return Toolset((self._tools[n] for n in names), self.max_chars)
@@ -123,6 +128,10 @@ class Toolset(Mapping[str, Tool]):
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", False)
         return ToolResult(render_output(value), True)
+
+
+def _schema_only(world: Any, **arguments: Any) -> Any:
+    raise ToolError("this copy of the tool holds its schema only; it runs in its env")
 
 
 def tool(kind: ToolKind, schema: Schema) -> Callable[[ToolFn], Tool]:

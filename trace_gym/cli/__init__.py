@@ -9,6 +9,7 @@
                     [--isolation bubblewrap|fallback] [--require-isolation]
     trace-gym rollout ENV_ID --policy ... --seeds A:B [--samples K] --out FILE.jsonl
     trace-gym eval ENV_ID --policy ... --seeds A:B [--trials K] [--json]
+    trace-gym export ENV_ID --seeds A:B [--split train|test] [--knob KEY=VALUE ...] --out FILE.jsonl
     trace-gym calibrate ENV_ID --policy ... [--seeds A:B] [--samples K] [--mean LO,HI] ...
     trace-gym import-tau2 RESULTS... --out FILE.jsonl
     trace-gym import-swebench FILES... --report PATH [--dataset PATH] [--skip-missing] --out FILE.jsonl
@@ -40,6 +41,7 @@ from trace_gym.cli import (
     calibrate,
     compose,
     evaluate,
+    export,
     import_swebench,
     import_tau2,
     info,
@@ -53,8 +55,8 @@ from trace_gym.cli import (
 )
 from trace_gym.errors import TraceGymError
 
-COMMANDS = (list_envs, info, play, view, audit, rollout, evaluate, calibrate, import_tau2, import_swebench, analyze,
-            synthesize, train, compose, pipeline, base_agent)
+COMMANDS = (list_envs, info, play, view, audit, rollout, evaluate, export, calibrate, import_tau2, import_swebench,
+            analyze, synthesize, train, compose, pipeline, base_agent)
 """Every command module, in the order `trace-gym --help` lists them. Adding a command is one
 module and one entry here."""
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from trace_gym.driver import make_env
 from trace_gym.errors import TraceGymError
+from trace_gym.interop.aio import AsyncEnv
 from trace_gym.messages import Message
 
 Generate = Callable[[list[Message], list[dict[str, Any]]], Any]

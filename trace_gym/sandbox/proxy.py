@@ -27,6 +27,7 @@ from trace_gym.actions import parse_action
 from trace_gym.errors import EpisodeError, InvalidConfig
 from trace_gym.jsondata import copy_json
 from trace_gym.messages import copy_messages
+from trace_gym.replay import ReplayPickling
 from trace_gym.sandbox.host import RECENT_OPENINGS
 from trace_gym.sandbox.pool import (
     EnvWorkerError,
@@ -184,8 +185,11 @@ MAX_EPISODE_BYTES = 16 * 2**20
 (an episode is a few kilobytes; each answer is bounded by MAX_ANSWER_BYTES)."""
 
 
-class RemoteEnv(gym.Env[list, Any]):
-    """A Gymnasium env backed by an env worker (see the module docstring)."""
+class RemoteEnv(ReplayPickling, gym.Env[list, Any]):
+    """A Gymnasium env backed by an env worker (see the module docstring). It pickles by
+    replay (`trace_gym.replay`): the copy makes its instance in a worker of its own
+    process's pool; an episode reset without a seed, whose draws the worker made, does not
+    pickle."""
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
@@ -310,6 +314,10 @@ class RemoteEnv(gym.Env[list, Any]):
         self._task = RemoteTask(self, head)
         self._prefetched = answer[8] if self._oracle_used else None
         self._rendered = 0
+        if type(seed) is int and seed >= 0:
+            self._record_reset(seed, options)
+        else:
+            self._replay, self._unreplayable = None, "its episode was reset without a seed (the worker drew it)"
         return copy_messages(obs), dict(info)
 
     def _merge_info(self, changed: Any, gone: Any) -> dict[str, Any]:
@@ -338,6 +346,7 @@ class RemoteEnv(gym.Env[list, Any]):
         if self._oracle_used:
             request["oracle"] = True
         self._prefetched = None
+        self._record_action(action)
         try:
             answer = self._call("step", **request)
         except WorkerLost as exc:
@@ -374,9 +383,17 @@ class RemoteEnv(gym.Env[list, Any]):
         ep = self._episode
         assert ep is not None
         ep.termination_reason = reason
+        self._unreplayable = f"its episode ended when its worker was lost ({reason})"
         info = {**self._info, "termination_reason": reason, "verdict": None}
         self._info = info
         return copy_messages(ep.messages), 0.0, False, True, dict(info)
+
+    def _pickle_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        args, kwargs = self._made_with  # the pool is this process's: a copy takes its own
+        return args, {k: v for k, v in kwargs.items() if k != "pool"}
+
+    def _pickle_extra(self) -> dict[str, Any]:
+        return {"_oracle_used": self._oracle_used}
 
     def oracle_action(self, messages: list[dict[str, Any]]) -> Any:
         """The env's oracle, from the conversation given. The worker keeps the last
