@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from trace_gym.analysis.aggregate import Params
 from trace_gym.jsondata import write_json_atomic
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
@@ -51,9 +54,14 @@ def write(out_dir: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def chart(out_dir: Path, data: dict[str, Any]) -> Path:
-    """Draw the capabilities' mean Delta and coverage as a PNG chart in `out_dir`; returns its path."""
-    import matplotlib
+def chart(out_dir: Path, data: dict[str, Any]) -> Path | None:
+    """Draw the capabilities' mean Delta and coverage as a PNG chart in `out_dir`; returns its
+    path, or None (with a warning naming the extra) where matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        logger.warning("capabilities.png not drawn: matplotlib is not installed (pip install 'trace-gym[plot]')")
+        return None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 import pytest
 
 from tests.conftest import REPO
@@ -103,13 +104,10 @@ def test_a_two_step_trl_grpo_run_on_a_trace_env(tmp_path, monkeypatch):
 
 
 def _readme_trl_block() -> str:
-    """The python block of the README's "Use with your trainer" section."""
-    import re
+    """The TRL block of the README's "Use with your trainer" section."""
+    from tests.interop.readme import block
 
-    section = (REPO / "README.md").read_text().split("## Use with your trainer", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
-    assert len(blocks) == 1, "the section shows one python block"
-    return blocks[0]
+    return block("TRL")
 
 
 def test_the_readmes_trl_example_runs_as_written(tmp_path, monkeypatch):
@@ -130,3 +128,82 @@ def test_the_readmes_trl_example_runs_as_written(tmp_path, monkeypatch):
     assert namespace["env_id"] == "trace/precondition_verification-v0"
     rewards = [h for h in trainer.state.log_history if "reward" in h]
     assert rewards and 0.0 <= rewards[0]["reward"] <= 1.0
+
+
+class _VLLMGeneration:
+    """A stand-in for TRL's `VLLMGeneration` (whose signature it copies, checked below): every
+    prompt's completion is a fixed reply and the stop token, each token at log-probability
+    -0.25, with its top-2 after it as vLLM gives them."""
+
+    def __init__(self, tokenizer, reply: str) -> None:
+        self.ids = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        self.calls: list[list[list[int]]] = []
+
+    def generate(self, prompts, images, num_generations, profiler=None):
+        assert images is None and num_generations == 1
+        self.calls.append([list(p) for p in prompts])
+        return prompts, [list(self.ids) for _ in prompts], [[[-0.25, -3.0] for _ in self.ids] for _ in prompts], None
+
+
+@pytest.mark.parametrize("env_id", ["trace/retail-v0", "trace/precondition_verification-v0"])
+def test_with_use_vllm_every_turn_is_one_request_to_trls_vllm_generation(env_id):
+    import inspect
+    from types import SimpleNamespace
+
+    pytest.importorskip("trl")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from trace_gym.agents.chat import render_prompt
+    from trace_gym.interop import TRLRollouts, trl_dataset
+
+    assert list(inspect.signature(_VLLMGeneration.generate).parameters) == \
+        list(inspect.signature(VLLMGeneration.generate).parameters)
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
+    reply = "I am sorry, I cannot help with that."
+    generation = _VLLMGeneration(tokenizer, reply)
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=generation,
+                              model=AutoModelForCausalLM.from_pretrained(FIXTURE))
+    rollouts = TRLRollouts(env_id, tokenizer, prompt_style="compact")
+    prompts = list(trl_dataset(env_id, [3, 4], prompt_style="compact")["prompt"]) * 2
+    out = rollouts(prompts, trainer)
+    # the env's own episodes with the same replies: their rewards, turn counts and prompts
+    env = gym.make(env_id, prompt_style="compact")
+    rewards, turns = [], []
+    for seed in (3, 4, 3, 4):
+        messages, info = env.reset(seed=seed)
+        seen, done = [render_prompt(tokenizer, messages, info["tools"])], False
+        while not done:
+            messages, reward, terminated, truncated, info = env.step(reply)
+            done = terminated or truncated
+            if not done:
+                seen.append(render_prompt(tokenizer, messages, info["tools"]))
+        rewards.append(reward)
+        turns.append(seen)
+    assert out["trace_reward"] == rewards
+    # turn t of every episode still going went out in request t, as the chat template renders it
+    assert len(generation.calls) == max(len(t) for t in turns)
+    for t, call in enumerate(generation.calls):
+        assert call == [seen[t] for seen in turns if len(seen) > t]
+    for completion, mask, logp in zip(out["completion_ids"], out["env_mask"], out["logprobs"]):
+        sampled = [tok for tok, m in zip(completion, mask) if m]
+        assert sampled[:len(generation.ids)] == generation.ids
+        assert {lp for lp, m in zip(logp, mask) if m} == {-0.25}
+
+
+def test_with_use_vllm_in_several_processes_the_rollouts_refuse():
+    from types import SimpleNamespace
+
+    from trace_gym.errors import TraceGymError
+    from trace_gym.interop import TRLRollouts, trl_dataset
+
+    pytest.importorskip("trl")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURE)
+    model = AutoModelForCausalLM.from_pretrained(FIXTURE)
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=None, model=model,
+                              accelerator=SimpleNamespace(num_processes=2, unwrap_model=lambda m: m))
+    rollouts = TRLRollouts("trace/retail-v0", tokenizer)
+    with pytest.raises(TraceGymError, match="runs in one process"):
+        rollouts(list(trl_dataset("trace/retail-v0", [0])["prompt"]), trainer)

@@ -93,7 +93,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 EXTRAS = {"torch": "train", "transformers": "train", "peft": "train", "trl": "train", "accelerate": "train",
           "datasets": "train", "gguf": "train", "openvino": "openvino", "openvino_genai": "openvino",
-          "openvino_tokenizers": "openvino", "vllm": "vllm", "gepa": "gepa"}
+          "openvino_tokenizers": "openvino", "vllm": "vllm", "gepa": "gepa", "skyrl_gym": "skyrl", "matplotlib": "plot"}
 """The top-level module -> the extra of trace-gym that installs it (pyproject's extras)."""
 
 INTERRUPTED = 130

@@ -48,5 +48,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data))
     else:
         table(data)
-        print(f"written: {Path(args.out) / 'selected_capabilities.json'}, {Path(args.out) / 'capabilities.png'}")
+        chart = Path(args.out) / "capabilities.png"
+        print(f"written: {Path(args.out) / 'selected_capabilities.json'}" + (f", {chart}" if chart.is_file() else ""))
     return 0
