@@ -561,6 +561,7 @@ def test_bad_paths_are_refused(tmp_path, run_dir):
 
 def test_cli_end_to_end(run_dir, capsys):
     out = run_dir / "runs" / "swebench.jsonl"
+    out.parent.mkdir()  # a file --out goes into a folder that exists
     argv = ["import-swebench", str(run_dir / "trajectories"), str(run_dir / "oh" / "output.jsonl"),
             "--report", str(run_dir / "report.json"), "--dataset", str(run_dir / "dataset.jsonl"), "--out", str(out)]
     assert main(argv) == 0

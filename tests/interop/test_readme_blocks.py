@@ -57,3 +57,15 @@ def test_the_skyrl_block_runs_and_its_rows_play_in_skyrl_gym(tmp_path, monkeypat
         done = out["done"]
         assert done == (terminated or truncated)
     assert out["reward"] == reward == 1.0
+
+
+def test_the_art_block_runs_with_a_scripted_client_for_the_server():
+    from tests.interop.test_art import ScriptedClient
+
+    code = block("OpenPipe ART")
+    served = 'AsyncOpenAI(base_url="http://localhost:8000/v1", api_key="local")'
+    assert code.count(served) == 1, "the README's ART block no longer makes its client so"
+    namespace: dict = {"ScriptedClient": ScriptedClient}
+    exec(compile(code.replace(served, 'ScriptedClient("trace/retail-v0", 0)'), "README.md (ART)", "exec"), namespace)
+    trajectory = namespace["trajectory"]
+    assert trajectory.reward == 1.0 and trajectory.metadata == {"env_id": "trace/retail-v0", "seed": 0}

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -133,6 +133,25 @@ class Generation:
     logprobs: list[float] | None = None
     """Per sampled token: its log-probability under the model's distribution at the sampling
     temperature (`log_softmax(logits / temperature)`, raw logits when greedy), before top-p."""
+
+
+class TurnEngine(Protocol):
+    """What a local policy asks of its generation engine (`Engine`, or another backend's
+    stand-in such as TRL's vLLM: `trace_gym.interop.VLLMGenerationEngine`)."""
+
+    def submit(self, key: Hashable, prompt: Seq[int], *, max_new_tokens: int, temperature: float = 0.0,
+               top_p: float = 1.0, seed: int = 0, logprobs: bool = False) -> None:
+        """Ask for `key`'s next turn, the completion of `prompt`."""
+
+    def step(self) -> list[tuple[Hashable, Generation]]:
+        """Work on; the turns that ended."""
+        ...
+
+    def close(self, key: Hashable) -> None:
+        """Drop a conversation."""
+
+    def forget(self) -> None:
+        """Drop what was kept of earlier turns (the weights changed)."""
 
 
 @dataclass

@@ -65,13 +65,13 @@ class LocalModelPolicy:
 
     def _setup(self, model: Any, tokenizer: Any, name: str, temperature: float, top_p: float, max_new_tokens: int,
                seed: int, kv_reuse: bool, where: Placement | None = None) -> None:
-        from trace_gym.agents.engine import Engine
+        from trace_gym.agents.engine import Engine, TurnEngine
 
         self.tokenizer = tokenizer
         self.model = model  # a trainer's model stays in the mode it is in: `collect` switches it to eval and back
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self.engine = Engine(self.model, self.tokenizer, stop_ids=[self.end], reuse=kv_reuse)
+        self.engine: TurnEngine = Engine(self.model, self.tokenizer, stop_ids=[self.end], reuse=kv_reuse)
         self.name = name
         self.seed = seed
         self.placement = where

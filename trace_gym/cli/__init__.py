@@ -93,7 +93,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 EXTRAS = {"torch": "train", "transformers": "train", "peft": "train", "trl": "train", "accelerate": "train",
           "datasets": "train", "gguf": "train", "openvino": "openvino", "openvino_genai": "openvino",
-          "openvino_tokenizers": "openvino", "vllm": "vllm", "gepa": "gepa", "skyrl_gym": "skyrl", "matplotlib": "plot"}
+          "openvino_tokenizers": "openvino", "vllm": "vllm", "gepa": "gepa", "skyrl_gym": "skyrl",
+          "matplotlib": "plot", "art": "art"}
 """The top-level module -> the extra of trace-gym that installs it (pyproject's extras)."""
 
 INTERRUPTED = 130
