@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-import art
 import gymnasium as gym
 import pytest
 from openai.types.chat import ChatCompletion
 
 from trace_gym.actions import parse_action
 from trace_gym.errors import InvalidConfig
-from trace_gym.interop.art import rollout
+from trace_gym.interop.art import art, rollout  # ART's module, imported without its patch of transformers
 
 ENVS = ["trace/retail-v0", "trace/precondition_verification-v0"]  # a target and a capability env
 
@@ -81,3 +80,16 @@ def test_a_group_by_seed_gathers_through_art():
 def test_a_client_without_a_model_name_is_refused():
     with pytest.raises(InvalidConfig, match="needs model_name"):
         asyncio.run(rollout(ScriptedClient(ENVS[1], 0), ENVS[1], 0))
+
+
+def test_importing_the_adapter_leaves_transformers_as_it_was():
+    """ART 0.5's import patches transformers' mask preparation with a function of another
+    signature; the adapter puts transformers' own back, so models still run in the process."""
+    import torch
+    from transformers import AutoModelForCausalLM, masking_utils
+
+    from tests.conftest import REPO
+
+    assert masking_utils._preprocess_mask_arguments.__module__ == "transformers.masking_utils"
+    model = AutoModelForCausalLM.from_pretrained(REPO / "tests" / "fixtures" / "tiny_agent")
+    assert model(torch.tensor([[1, 2, 3]])).logits.shape[:2] == (1, 3)

@@ -17,11 +17,33 @@ The tools are the env's schemas.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-import art
+from typing import TYPE_CHECKING, Any, cast
 
 from trace_gym.interop.aio import AsyncEnv
+
+
+def _import_art() -> Any:
+    """`art`, imported without its patch of transformers: ART 0.5's import replaces
+    `transformers.masking_utils._preprocess_mask_arguments` with a function of another
+    signature, which breaks every model forward of transformers 5.x in the process (a
+    trainer's, a local policy's). The function transformers had is put back."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        import art as imported
+
+        return imported
+    kept = masking_utils._preprocess_mask_arguments
+    import art as imported
+
+    masking_utils._preprocess_mask_arguments = kept
+    return imported
+
+
+if TYPE_CHECKING:
+    import art
+else:
+    art = _import_art()
 
 __all__ = ["rollout"]
 
