@@ -79,3 +79,15 @@ def test_the_cli_logs_on_stderr_and_keeps_stdout_for_results(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "2 trajectories: 2 passed, 0 failed" in out.stderr and "trajectories:" not in out.stdout
     assert "selected_capabilities.json" in out.stdout
+
+
+def test_main_called_in_a_program_leaves_its_logging_as_it_was():
+    import logging
+
+    from trace_gym.cli import main
+
+    logger = logging.getLogger("trace_gym")
+    level, handlers = logger.level, list(logger.handlers)
+    assert main(["info", "trace/retail-v0"]) == 0
+    assert main(["play", "trace/nope-v0", "--seed", "0"]) == 2
+    assert (logger.level, logger.handlers) == (level, handlers)

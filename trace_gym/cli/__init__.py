@@ -30,8 +30,9 @@ what is wrong and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trace_gym.cli import (
@@ -166,6 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     chosen = next((a for a in argv if not a.startswith("-")), None)
+    with _logging_restored():
+        return _run(argv, chosen)
+
+
+def _run(argv: list[str], chosen: str | None) -> int:
     try:
         args = build_parser(only=chosen).parse_args(argv)
         quiet_libraries(getattr(args, "verbose", False), getattr(args, "quiet", False))
@@ -188,6 +194,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE
+
+
+@contextlib.contextmanager
+def _logging_restored() -> Iterator[None]:
+    """The `trace_gym` logger's level and handlers as they were before the command: `main`
+    called in a program (or a test) leaves that program's logging as it found it."""
+    import logging
+
+    logger = logging.getLogger("trace_gym")
+    level, handlers = logger.level, list(logger.handlers)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
 
 
 def _quiet_stdout() -> None:
