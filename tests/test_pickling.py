@@ -130,3 +130,27 @@ def test_a_sandboxed_env_reconnects_to_a_worker_of_its_own():
         with pytest.raises(pickle.PicklingError, match="reset without a seed"):
             pickle.dumps(env)
         env.close()
+
+
+def test_an_action_changed_after_its_step_changes_no_copy():
+    env = gym.make("trace/airline-v0")
+    env.reset(seed=1)
+    action = {"name": "get_user_details", "arguments": {"user_id": "nobody_1"}}
+    env.step(action)
+    action["arguments"]["user_id"] = "somebody_else_2"  # the caller reuses its dict
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.unwrapped.episode.messages == env.unwrapped.episode.messages
+
+
+def test_an_action_no_pickle_takes_makes_the_env_refuse_to_pickle_saying_why():
+    env = gym.make("trace/retail-v0")
+    env.reset(seed=1)
+
+    class Turn(dict):  # a dict the parser reads, which pickle cannot rebuild (a local class)
+        pass
+
+    env.step(Turn(role="assistant", content="Hello, how can I help?"))
+    with pytest.raises(pickle.PicklingError, match="does not pickle"):
+        pickle.dumps(env)
+    env.reset(seed=2)  # a new episode pickles again
+    assert pickle.loads(pickle.dumps(env)).unwrapped.episode.messages == env.unwrapped.episode.messages

@@ -17,6 +17,7 @@ between episodes pickles as its construction alone.
 from __future__ import annotations
 
 import copy
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,10 @@ class Replay:
     options: dict[str, Any] | None
     generator: dict[str, Any] | None = None
     """The bit generator's state before an unseeded reset drew from it (None: seeded)."""
-    actions: list[Any] = field(default_factory=list)
+    actions: list[str | bytes] = field(default_factory=list)
+    """Each action since: a text as it is, anything else pickled when it was played (so that
+    a caller changing its dict afterwards changes nothing here; a C pickle costs a fraction
+    of a deep copy, on every step)."""
 
 
 class ReplayPickling:
@@ -59,8 +63,15 @@ class ReplayPickling:
         self._unreplayable = None
 
     def _record_action(self, action: Any) -> None:
-        if self._replay is not None:  # a str is immutable; a dict the caller may change after
-            self._replay.actions.append(action if isinstance(action, str) else copy.deepcopy(action))
+        if self._replay is None:
+            return
+        if isinstance(action, str):
+            self._replay.actions.append(action)
+            return
+        try:
+            self._replay.actions.append(pickle.dumps(action, pickle.HIGHEST_PROTOCOL))
+        except Exception as exc:  # an action no pickle takes: the env cannot be pickled either
+            self._replay, self._unreplayable = None, f"an action of its episode does not pickle ({exc})"
 
     def _pickle_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The constructor arguments a copy is made with (a subclass drops process-bound ones)."""
@@ -72,8 +83,6 @@ class ReplayPickling:
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._unreplayable is not None:
-            import pickle
-
             raise pickle.PicklingError(f"{type(self).__name__} cannot be pickled now: {self._unreplayable}")
         args, kwargs = self._pickle_arguments()
         generator = getattr(self, "_generator", None)
@@ -103,7 +112,7 @@ def _restore(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], replay: R
                 env._np_random = _generator(replay.generator)
             env.reset(seed=replay.seed, options=replay.options)
             for action in replay.actions:
-                env.step(action)
+                env.step(action if isinstance(action, str) else pickle.loads(action))
         finally:
             env.render_mode = render_mode
     if now["pending_seed"] is not None:
