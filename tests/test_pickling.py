@@ -50,7 +50,7 @@ def test_a_pickled_env_continues_identically_from_any_step(env_id):
         copy = pickle.loads(pickle.dumps(env))
         tail = [copy.step(a) for a in actions[cut:]]
         assert head + tail == whole, (env_id, cut)
-        assert copy.unwrapped.episode.messages == env.unwrapped.episode.messages or cut < len(actions)
+        assert copy.unwrapped.episode.messages == whole[-1][0]  # the whole conversation, in the copy
 
 
 @pytest.mark.parametrize("env_id", ["trace/retail-v0", "trace/tool_calling_precision-v0"])
@@ -154,3 +154,21 @@ def test_an_action_no_pickle_takes_makes_the_env_refuse_to_pickle_saying_why():
         pickle.dumps(env)
     env.reset(seed=2)  # a new episode pickles again
     assert pickle.loads(pickle.dumps(env)).unwrapped.episode.messages == env.unwrapped.episode.messages
+
+
+@pytest.mark.skipif(not bubblewrap_status()[0], reason="bubblewrap cannot run here")
+def test_a_pickled_sandboxed_env_does_not_load_a_module_swapped_since(tmp_path):
+    """The pickle names the module file and its sha256: a module replaced on disk between the
+    pickle and its load (an audited one swapped for anything else) is refused, not replayed."""
+    from trace_gym.sandbox import RemoteEnvError
+
+    module = tmp_path / "env_module.py"
+    module.write_bytes((REPO / "generated_envs" / "multi_step_task_completion.py").read_bytes())
+    with WorkerPool(1) as pool:
+        env = RemoteEnv(EnvSource.from_file(module), pool=pool)
+        env.reset(seed=6)
+        blob = pickle.dumps(env)
+        env.close()
+    module.write_text(module.read_text() + "\n# changed after the audit\n")
+    with pytest.raises(RemoteEnvError, match="changed since it was hashed"):
+        pickle.loads(blob)

@@ -35,8 +35,11 @@ def shows_progress(logger: logging.Logger) -> bool:
     return logger.isEnabledFor(logging.INFO)
 
 
-def progress_bar(logger: logging.Logger, *columns: str | ProgressColumn, **options: Any) -> Progress:
-    """A rich progress bar on stderr, drawn only where `logger` shows INFO."""
+def progress_bar(logger: logging.Logger, *columns: str | ProgressColumn, shown: bool = True,
+                 **options: Any) -> Progress:
+    """A rich progress bar on stderr, drawn only where `logger` shows INFO and `shown` (the
+    caller's own condition: a training process that is not the lead, a rollout asked to be
+    quiet)."""
     from rich.progress import Progress
 
-    return Progress(*columns, console=stderr_console(), disable=not shows_progress(logger), **options)
+    return Progress(*columns, console=stderr_console(), disable=not (shown and shows_progress(logger)), **options)

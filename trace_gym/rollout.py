@@ -36,7 +36,7 @@ from trace_gym import rates
 from trace_gym.driver import EpisodeRequest, PlayedEpisode, episode_id, play
 from trace_gym.errors import TraceGymError
 from trace_gym.jsondata import loads
-from trace_gym.progress import shows_progress, stderr_console
+from trace_gym.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -255,17 +255,16 @@ class _progress:
     where this module's logger does not show INFO)."""
 
     def __init__(self, enabled: bool, total: int, label: str) -> None:
-        self.enabled, self.total, self.label = enabled and total > 0 and shows_progress(logger), total, label
+        self.enabled, self.total, self.label = enabled and total > 0, total, label
         self.passed = self.count = 0
 
     def __enter__(self) -> Callable[[dict[str, Any]], None]:
         if not self.enabled:
             return lambda record: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False,
-                            console=stderr_console())
+        self.bar = progress_bar(logger, TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False)
         self.bar.__enter__()
         self.task = self.bar.add_task(self.label, total=self.total, rate="")
 

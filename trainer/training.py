@@ -20,7 +20,7 @@ from typing import Any
 from trace_gym import rates
 from trace_gym.errors import InternalError, InvalidConfig, TraceGymError
 from trace_gym.jsondata import write_json_atomic
-from trace_gym.progress import shows_progress, stderr_console
+from trace_gym.progress import progress_bar, shows_progress
 from trace_gym.trainer import checkpoint
 from trace_gym.trainer.config import GRPOConfig
 
@@ -234,13 +234,12 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
                              base=base) if config.eval_every else None
     metrics_log = MetricsLog(out / "metrics.jsonl", keep_through=start - 1 if found is not None else None) \
         if lead else None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
 
     row: dict[str, Any] = metrics_log.rows[-1] if metrics_log is not None and metrics_log.rows else {}
-    progress = Progress(TextColumn(f"GRPO {config.env_id}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), console=stderr_console(),
-                        disable=not shown)
+    progress = progress_bar(logger, TextColumn(f"GRPO {config.env_id}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), shown=lead)
     try:
         with progress:
             task = progress.add_task("train", total=config.iterations, completed=start, reward="")

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trace_gym.cli.flags import add_config_flags, config_values
 from trace_gym.errors import InvalidConfig, TraceGymError
@@ -157,11 +157,29 @@ def add_rollout_flags(p: argparse.ArgumentParser, split: str = "train", seeds: s
                         f"{LOCAL_IN_FLIGHT}; an endpoint policy's threads, default the core count)")
     p.add_argument("--hint", action="store_true", help="add the env's expert guidance to the system prompt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_knob_flags(p)
+
+
+def add_knob_flags(p: argparse.ArgumentParser) -> None:
+    """`--config` and `--knob`: the env's knobs (`env_kwargs` reads them)."""
     p.add_argument("--config", help="run configuration (a path, or a shipped one by name: embedded): the env's "
                    "knobs from env_knobs (the embedded base agent reads compact prompts)")
     p.add_argument("--knob", action="append", default=[], type=knob, metavar="KEY=VALUE",
                    help="an env knob (a gym.make keyword), over --config's; the value is read as JSON, else as "
                         "text (--knob forbidden_rate=0.3 --knob kinds='[\"baggage\"]'); repeatable")
+
+
+def env_kwargs(args: argparse.Namespace, env_id: str) -> dict[str, Any] | None:
+    """The env's knobs the flags give: --config's env_knobs, then each --knob over them
+    (None: neither flag)."""
+    kwargs = None
+    if getattr(args, "config", None):
+        from trace_gym.runconfig import env_knobs
+
+        kwargs = env_knobs(args.config, env_id)
+    if getattr(args, "knob", None):
+        kwargs = {**(kwargs or {}), **dict(args.knob)}
+    return kwargs
 
 
 def knob(text: str) -> tuple[str, object]:
@@ -189,20 +207,14 @@ def run_rollout(args: argparse.Namespace, out: Path | None, samples: int, defaul
         out_file(out)
     env_id = entry(args.env_id).id
     start, stop = parse_seed_range(args.seeds)
-    env_kwargs = None
-    if getattr(args, "config", None):
-        from trace_gym.runconfig import env_knobs
-
-        env_kwargs = env_knobs(args.config, env_id)
-    if getattr(args, "knob", None):
-        env_kwargs = {**(env_kwargs or {}), **dict(args.knob)}
+    knobs = env_kwargs(args, env_id)
     factory = policy_factory(args)
-    fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=env_kwargs)
+    fingerprint = run_fingerprint(env_id, factory, hint=args.hint, env_kwargs=knobs)
     out = out or Path(f"{default_out}-{fingerprint_id(fingerprint)}.jsonl")
     # a policy whose turns wait on a server runs its episodes in threads; local ones batch them
     summary = rollout(env_id, factory, seeds(args.split, start, stop), out, samples=samples,
                       hint=args.hint, workers=in_flight(args), threaded=policy_entry(args.policy).server,
-                      progress=not args.quiet, env_kwargs=env_kwargs, fingerprint=fingerprint)
+                      progress=not args.quiet, env_kwargs=knobs, fingerprint=fingerprint)
     if not args.quiet:
         print(f"{summary.written} episode(s) written to {summary.path}; {summary.skipped} already there",
               file=sys.stderr)

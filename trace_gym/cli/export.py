@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trace_gym.cli.common import SPLIT_HELP, knob
+from trace_gym.cli.common import SPLIT_HELP, add_knob_flags
 from trace_gym.seeding import SPLITS
 
 NAME = "export"
@@ -19,28 +19,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", required=True, help="A:B, indices into the split (seed = split start + index)")
     p.add_argument("--split", default="train", choices=list(SPLITS), help=f"which seeds: {SPLIT_HELP} (default: train)")
     p.add_argument("--hint", action="store_true", help="the prompts with the env's expert guidance")
-    p.add_argument("--config", help="run configuration (a path, or a shipped one by name: embedded): the env's "
-                   "knobs from env_knobs")
-    p.add_argument("--knob", action="append", default=[], type=knob, metavar="KEY=VALUE",
-                   help="an env knob (a gym.make keyword), over --config's; repeatable")
+    add_knob_flags(p)
     p.add_argument("--out", required=True, help="JSON Lines file to write (replaced whole, atomically)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the rows to --out."""
-    from trace_gym.cli.common import out_file
+    from trace_gym.cli.common import env_kwargs, out_file
     from trace_gym.interop.tasks import task_rows, write_tasks
     from trace_gym.registry import entry
     from trace_gym.seeding import parse_seed_range, seeds
 
     out = out_file(args.out)
     env_id = entry(args.env_id).id
-    knobs: dict[str, object] = {}
-    if args.config:
-        from trace_gym.runconfig import env_knobs
-
-        knobs = dict(env_knobs(args.config, env_id) or {})
-    knobs.update(dict(args.knob))
+    knobs = env_kwargs(args, env_id) or {}
     count = write_tasks(out, task_rows(env_id, seeds(args.split, *parse_seed_range(args.seeds)), hint=args.hint,
                                        **knobs))
     print(f"{count} task(s) of {env_id} written to {out}", file=sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 NAME = "import-tau2"
 HELP = "convert tau2-bench results files into trajectory records"

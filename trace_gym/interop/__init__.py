@@ -45,7 +45,7 @@ from typing import Any
 
 from trace_gym.driver import make_env
 from trace_gym.errors import TraceGymError
-from trace_gym.interop.aio import AsyncEnv
+from trace_gym.interop.aio import AsyncEnv  # noqa: F401  (the async face, importable from here)
 from trace_gym.messages import Message
 
 Generate = Callable[[list[Message], list[dict[str, Any]]], Any]
@@ -154,7 +154,6 @@ class VLLMGenerationEngine:
     def __init__(self, generation: Any, tokenizer: Any, stop_ids: Sequence[int]) -> None:
         self.generation, self.tokenizer, self.stop_ids = generation, tokenizer, set(stop_ids)
         self.pending: dict[Any, list[int]] = {}
-        self.requests = 0
 
     def submit(self, key: Any, prompt: Sequence[int], **sampling: Any) -> None:
         """Ask for `key`'s next turn (TRL's sampling settings apply, not `sampling`)."""
@@ -169,7 +168,6 @@ class VLLMGenerationEngine:
         keys = list(self.pending)
         prompts = [self.pending.pop(k) for k in keys]
         _, completions, logprobs, _ = self.generation.generate(prompts=prompts, images=None, num_generations=1)
-        self.requests += 1
         out = []
         for i, key in enumerate(keys):
             ids = list(completions[i])
