@@ -16,7 +16,7 @@ for argv in (["list"], ["info", "trace/coding-v0"], ["play", "trace/retail-v0", 
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv) == 0, argv
 from trace_gym.audit import audit  # the audit's own imports
-heavy = ["matplotlib", "torch", "transformers", "datasets", "peft", "trl", "pandas", "skyrl_gym", "openvino"]
+heavy = ["matplotlib", "torch", "transformers", "datasets", "peft", "trl", "pandas", "skyrl_gym", "openvino", "verifiers", "art"]
 print(sorted(h for h in heavy if h in sys.modules))
 """
 

@@ -69,3 +69,21 @@ def test_the_art_block_runs_with_a_scripted_client_for_the_server():
     exec(compile(code.replace(served, 'ScriptedClient("trace/retail-v0", 0)'), "README.md (ART)", "exec"), namespace)
     trajectory = namespace["trajectory"]
     assert trajectory.reward == 1.0 and trajectory.metadata == {"env_id": "trace/retail-v0", "seed": 0}
+
+
+def test_the_verifiers_block_runs_against_a_scripted_server():
+    from tests.agents.fake_server import FakeServer
+    from tests.interop.test_verifiers import Script, opening_key
+    from trace_gym.seeding import seeds
+
+    code = block("verifiers")
+    served = '"http://localhost:8000/v1"'
+    assert code.count(served) == 1, "the README's verifiers block no longer names its server so"
+    env_id = "trace/precondition_verification-v0"
+    openings = {opening_key(row["prompt"]): row["seed"] for row in task_rows(env_id, seeds("test", 0, 8))}
+    with FakeServer(Script(env_id, openings, refuse=set())) as server:
+        namespace: dict = {}
+        exec(compile(code.replace(served, repr(server.url)), "README.md (verifiers)", "exec"), namespace)
+    outputs = namespace["results"]["outputs"]
+    assert len(outputs) == 32 and all(out["reward"] == 1.0 for out in outputs)  # the oracle's turns, served
+    assert sorted({out["info"]["seed"] for out in outputs}) == list(seeds("test", 0, 8))

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from trace_gym.interop.aio import AsyncEnv
+from trace_gym.interop.turns import answering
 
 
 def _import_art() -> Any:
@@ -46,18 +47,6 @@ else:
     art = _import_art()
 
 __all__ = ["rollout"]
-
-
-def _answered(choice: Any, recorded: dict[str, Any], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the env added after a turn, its tool results naming the `Choice`'s own tool-call
-    ids (the env numbers the calls it recorded its own way, in the same order)."""
-    theirs = [call.id for call in (choice.message.tool_calls or [])]
-    ours = [call["id"] for call in (recorded.get("tool_calls") or [])]
-    if len(theirs) != len(ours):
-        return added
-    rename = dict(zip(ours, theirs))
-    return [{**m, "tool_call_id": rename.get(m["tool_call_id"], m["tool_call_id"])} if m["role"] == "tool" else m
-            for m in added]
 
 
 async def rollout(model: Any, env_id: str, seed: int, *, model_name: str | None = None, hint: bool = False,
@@ -87,7 +76,8 @@ async def rollout(model: Any, env_id: str, seed: int, *, model_name: str | None 
             messages, reward, terminated, truncated, info = await env.astep(
                 choice.message.model_dump(exclude_none=True))
             # the env's messages are OpenAI wire dicts: what ART's message TypedDicts describe
-            added = cast(list[Any], _answered(choice, messages[before], messages[before + 1:]))
+            their_ids = [call.id for call in (choice.message.tool_calls or [])]
+            added = cast(list[Any], answering(their_ids, messages[before], messages[before + 1:]))
             trajectory.messages_and_choices.extend(added)
             done = terminated or truncated
         trajectory.reward = float(reward)
