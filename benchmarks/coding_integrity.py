@@ -104,8 +104,9 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         futures = {pool.submit(check, env_id, name, seeds): time.perf_counter() for env_id, name in jobs}
         half = args.vacuous_seeds // 2
-        vac = [pool.submit(vacuous, list(range(half))),
-               pool.submit(vacuous, list(range(SPLITS["test"].start, SPLITS["test"].start + args.vacuous_seeds - half)))
+        vac = [("train", pool.submit(vacuous, list(range(half)))),
+               ("test", pool.submit(vacuous, list(range(SPLITS["test"].start,
+                                                         SPLITS["test"].start + args.vacuous_seeds - half))))
                ] if DOMAIN.target_env_id in envs else []
         print(f"{'env':34s} {'policy':27s} {'seeds':>6s} {'train':>7s} {'test':>7s} {'bound':>9s}  result")
         for (env_id, name), future in zip(jobs, futures):
@@ -115,10 +116,11 @@ def main() -> None:
             shown = ("each 0" if bound is None else "each 1" if name == "oracle"
                      else "reported" if bound == UNBOUNDED else f"{bound}")
             print(f"{env_id:34s} {name:27s} {n:6d} {train:7.3f} {test:7.3f} {shown:>9s}  {failure or 'ok'}", flush=True)
-        for future in vac:
+        for split, future in vac:
             n, failure = future.result()
             failed |= bool(failure)
-            print(f"{DOMAIN.target_env_id:34s} {'f2p fails unfixed':27s} {n:6d} {'':7s}  {failure or 'ok'}", flush=True)
+            check_name = f"f2p fails unfixed ({split})"
+            print(f"{DOMAIN.target_env_id:34s} {check_name:27s} {n:6d} {'':7s}  {failure or 'ok'}", flush=True)
     print(f"{time.perf_counter() - start:.0f} s in all")
     sys.exit(1 if failed else 0)
 
