@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-FRONT_DOORS = ("trace_gym.env", "trace_gym.interop", "trace_gym.agents.registry", "trace_gym.registry",
+FRONT_DOORS = ("trace_gym.env", "trace_gym.interop", "trace_gym.interop.aio", "trace_gym.interop.tasks",
+               "trace_gym.interop.turns", "trace_gym.agents.registry", "trace_gym.registry",
                "trace_gym.cli.flags", "trace_gym.runconfig", "trace_gym.testing")
 
 

@@ -76,6 +76,37 @@ def test_a_blocking_step_leaves_the_loop_free_and_one_env_takes_one_call_at_a_ti
     assert a1 <= b0 or b1 <= a0  # never two calls into one env at once
 
 
+def test_a_call_cancelled_by_a_timeout_still_holds_the_env_until_its_thread_is_done():
+    """A trainer's timeout cancels the awaiting task, not the thread: the close that follows
+    waits for the step still running there (a close in mid-step would pull a sandboxed env's
+    worker from under it)."""
+    events: list[str] = []
+
+    class Recording(_Slow):
+        def step(self, action):
+            out = super().step(action)
+            events.append("step end")
+            return out
+
+        def close(self):
+            events.append("close")
+            return self.env.close()
+
+    slow = Recording(gym.make("trace/retail-v0"))
+    slow.calls = []
+    env = AsyncEnv(slow)
+
+    async def run():
+        await env.areset(seed=0)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(env.astep("Hello?"), timeout=0.05)
+        await env.aclose()
+        events.append("closed")
+
+    asyncio.run(run())
+    assert events == ["step end", "close", "closed"]  # the step finished, then the close ran
+
+
 def test_an_id_is_made_with_its_knobs():
     env = AsyncEnv("trace/retail-v0", opening="given")
     assert env.env.spec.kwargs["opening"] == "given"

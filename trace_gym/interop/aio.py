@@ -3,23 +3,26 @@ generators): `await env.areset(...)`, `await env.astep(action)`.
 
 A step may wait: on a sandboxed env's worker (a pipe), on the coding env's commands (a
 subprocess). Each call runs in a thread of its own (`asyncio.to_thread`), so the event loop
-goes on serving other episodes meanwhile; one env takes one call at a time (a lock), as a
-Gymnasium env must, while many envs step at once.
+goes on serving other episodes meanwhile; one env takes one call at a time, as a Gymnasium
+env must, while many envs step at once. The lock that holds one call at a time is taken in
+the call's thread: a call whose awaiting task is cancelled (a trainer's timeout) runs on in
+its thread, and the env's next call (the `aclose` after the timeout) waits for it.
 
     >>> import asyncio
     >>> from trace_gym.interop import AsyncEnv
     >>> async def episode():
     ...     async with AsyncEnv("trace/retail-v0") as env:
     ...         messages, info = await env.areset(seed=0)
-    ...         _, reward, terminated, truncated, _ = await env.astep("Sorry, I cannot help with that.")
-    ...         return reward, terminated or truncated
+    ...         messages, reward, terminated, truncated, _ = await env.astep("Hello! How can I help?")
+    ...         return messages[-1]["role"], reward, terminated or truncated
     >>> asyncio.run(episode())
-    (0.0, True)
+    ('user', 0.0, False)
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -35,11 +38,14 @@ class AsyncEnv:
         import trace_gym  # noqa: F401  (registers the envs)
 
         self.env = gym.make(env, **kwargs) if isinstance(env, str) else env
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()
+
+    def _locked(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return fn(*args, **kwargs)
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        async with self._lock:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+        return await asyncio.to_thread(self._locked, fn, *args, **kwargs)
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
         """`env.reset`, off the event loop."""

@@ -5,7 +5,8 @@ returns an `art.Trajectory` with the env's reward.
 ART trains on the `Choice` objects of a trajectory's assistant turns (their log-probabilities
 included) and reads the other messages as context, so the trajectory holds the opening
 conversation, each turn's `Choice` as the client returned it, and after it the messages the
-env added (tool results, answering the `Choice`'s tool-call ids, and the customer's reply).
+env added (tool results, answering the `Choice`'s tool-call ids, user turns where the calls
+came as text: `trace_gym.interop.turns`; and the customer's reply).
 The tools are the env's schemas.
 
     import art

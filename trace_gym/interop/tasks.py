@@ -9,7 +9,7 @@ describes it, answer included (what the verifier checks): a trainer gives the mo
 
     >>> from trace_gym.interop.tasks import task_rows
     >>> (row,) = task_rows("trace/precondition_verification-v0", [0])
-    >>> row["seed"], [m["role"] for m in row["prompt"]], len(row["tools"])
+    >>> row["seed"], [m["role"] for m in row["prompt"][:2]], len(row["tools"])
     (0, ['system', 'user'], 6)
 """
 

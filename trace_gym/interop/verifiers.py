@@ -6,9 +6,12 @@ A dataset row is one seed: its prompt is the episode's opening conversation, its
 seed and the env's tools (as verifiers' tool definitions). A rollout makes the env, resets
 it at the row's seed and plays each model turn as the env's action; the messages the env
 adds after it (tool results, answering the turn's calls by the model's own ids, and the
-customer's reply) are verifiers' env response. The env ends the episode, at its own step
+customer's reply: `trace_gym.interop.turns`) are verifiers' env response. The env ends the episode, at its own step
 limit too: verifiers' turn limit is off, since it would stop before the env played the last
-turn. The reward is the env's (verifiers' `GymEnv` sums per-step rewards of text actions;
+turn. The reward is the env's; an env that fails (a sandboxed env's lost worker) fails its
+rollout as verifiers' infrastructure errors do, not the whole run. The env is closed when
+the rollout ends, however it ends (a timeout that cancels the rollout while its env is being
+made included) (verifiers' `GymEnv` sums per-step rewards of text actions;
 these envs take tool calls and pay at the end).
 
     import verifiers as vf
@@ -27,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
-from typing import Any
+import threading
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import verifiers as vf
 
@@ -38,8 +43,11 @@ if getattr(vf, "MultiTurnEnv", None) is None:  # 0.4 replaced the classic stack 
 
 from verifiers.utils.message_utils import normalize_messages
 
+from trace_gym.errors import TraceGymError
 from trace_gym.interop.aio import AsyncEnv
 from trace_gym.interop.turns import answering
+
+T = TypeVar("T")
 
 __all__ = ["TraceMultiTurnEnv", "load_environment"]
 
@@ -59,6 +67,41 @@ def _wire(turn: Any) -> dict[str, Any]:
     calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
              for c in (turn.tool_calls or [])]
     return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+
+
+@dataclass
+class EnvSlot:
+    """A rollout's env. It is made in a thread, which runs on when a timeout cancels the
+    rollout meanwhile; whichever of the maker (`fill`) and the rollout's cleanup (`empty`)
+    comes second closes it, so no env outlives its rollout."""
+
+    env: AsyncEnv | None = None
+    closed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fill(self, env: AsyncEnv) -> None:
+        """Keep `env`; close it at once if the rollout was cleaned up meanwhile."""
+        with self.lock:
+            if not self.closed:
+                self.env = env
+                return
+        env.env.close()
+
+    def empty(self) -> AsyncEnv | None:
+        """The env to close (None if not made yet: its maker will close it)."""
+        with self.lock:
+            self.closed = True
+            env, self.env = self.env, None
+            return env
+
+
+async def _as_rollout_error(call: Awaitable[T]) -> T:
+    """`call`, its trace-gym error raised as verifiers' infrastructure error: the rollout
+    ends with it recorded (reward 0), the other rollouts go on."""
+    try:
+        return await call
+    except TraceGymError as exc:
+        raise vf.InfraError(f"{type(exc).__name__}: {exc}") from exc
 
 
 async def env_reward(state: vf.State) -> float:
@@ -98,9 +141,18 @@ class TraceMultiTurnEnv(vf.MultiTurnEnv):
     async def setup_state(self, state: vf.State, **kwargs: Any) -> vf.State:
         """Make the env (off the event loop: a sandboxed env starts a worker) and reset it at
         the row's seed."""
-        env = await asyncio.to_thread(AsyncEnv, self.gym_env_id, **self.knobs)
-        messages, _ = await env.areset(seed=int(state["info"]["seed"]), options={"hint": self.hint})
-        state["trace_env"], state["trace_seen"], state["trace_reward"] = env, len(messages), 0.0
+        slot = state["trace_slot"] = EnvSlot()
+        state["trace_reward"] = 0.0
+
+        def make() -> AsyncEnv:
+            env = AsyncEnv(self.gym_env_id, **self.knobs)
+            slot.fill(env)
+            return env
+
+        env = await _as_rollout_error(asyncio.to_thread(make))
+        messages, _ = await _as_rollout_error(env.areset(seed=int(state["info"]["seed"]),
+                                                         options={"hint": self.hint}))
+        state["trace_seen"] = len(messages)
         return state
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
@@ -108,7 +160,8 @@ class TraceMultiTurnEnv(vf.MultiTurnEnv):
         are the final response, and the env's reward is kept for the rubric."""
         turn = messages[-1]
         before = state["trace_seen"]
-        conversation, reward, terminated, truncated, info = await state["trace_env"].astep(_wire(turn))
+        env = state["trace_slot"].env
+        conversation, reward, terminated, truncated, info = await _as_rollout_error(env.astep(_wire(turn)))
         their_ids = [call.id for call in (getattr(turn, "tool_calls", None) or [])]
         added = normalize_messages(answering(their_ids, conversation[before], conversation[before + 1:]),
                                    field_name="env_response")
@@ -121,8 +174,10 @@ class TraceMultiTurnEnv(vf.MultiTurnEnv):
 
     @vf.cleanup
     async def close_trace_env(self, state: vf.State) -> None:
-        """Close the rollout's env (the state keeps no live env after the rollout)."""
-        env = state.pop("trace_env", None)
+        """Close the rollout's env (the state keeps no live env after the rollout); after a
+        call cancelled by a timeout, the close waits for that call's thread to finish."""
+        slot = state.pop("trace_slot", None)
+        env = slot.empty() if slot is not None else None
         if env is not None:
             await env.aclose()
 
