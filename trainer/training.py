@@ -236,10 +236,9 @@ def train(config: GRPOConfig, base: str | Path, out: str | Path, *, resume: bool
         if lead else None
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
-
     row: dict[str, Any] = metrics_log.rows[-1] if metrics_log is not None and metrics_log.rows else {}
     progress = progress_bar(logger, TextColumn(f"GRPO {config.env_id}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), shown=lead)
+                            TextColumn("{task.fields[reward]}"), TimeRemainingColumn(), shown=shown)
     try:
         with progress:
             task = progress.add_task("train", total=config.iterations, completed=start, reward="")

@@ -5,14 +5,14 @@ and the trainers that drive it.
 A dataset row is one seed: its prompt is the episode's opening conversation, its `info` the
 seed and the env's tools (as verifiers' tool definitions). A rollout makes the env, resets
 it at the row's seed and plays each model turn as the env's action; the messages the env
-adds after it (tool results, answering the turn's calls by the model's own ids, and the
-customer's reply: `trace_gym.interop.turns`) are verifiers' env response. The env ends the episode, at its own step
-limit too: verifiers' turn limit is off, since it would stop before the env played the last
-turn. The reward is the env's; an env that fails (a sandboxed env's lost worker) fails its
-rollout as verifiers' infrastructure errors do, not the whole run. The env is closed when
-the rollout ends, however it ends (a timeout that cancels the rollout while its env is being
-made included) (verifiers' `GymEnv` sums per-step rewards of text actions;
-these envs take tool calls and pay at the end).
+adds after it (tool results, answering the turn's calls by the model's own ids:
+`trace_gym.interop.turns`; the customer's reply) are verifiers' env response. The env ends
+the episode, at its own step limit too: verifiers' turn limit is off, since it would stop
+before the env played the last turn. The reward is the env's, paid at the end (verifiers'
+`GymEnv` sums per-step rewards of text actions instead). An env that fails (a sandboxed env's
+lost worker) fails its own rollout, as verifiers' infrastructure errors do, not the whole
+run; the env is closed when the rollout ends, however it ends (a timeout that cancels it
+while its env is being made included).
 
     import verifiers as vf
     from openai import AsyncOpenAI
@@ -158,17 +158,14 @@ class TraceMultiTurnEnv(vf.MultiTurnEnv):
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
         """Play the model's last turn; the env's messages after it. When the episode ends they
         are the final response, and the env's reward is kept for the rubric."""
-        turn = messages[-1]
-        before = state["trace_seen"]
-        env = state["trace_slot"].env
-        conversation, reward, terminated, truncated, info = await _as_rollout_error(env.astep(_wire(turn)))
-        their_ids = [call.id for call in (getattr(turn, "tool_calls", None) or [])]
+        action, before = _wire(messages[-1]), state["trace_seen"]
+        conversation, reward, terminated, truncated, _ = await _as_rollout_error(state["trace_slot"].env.astep(action))
+        their_ids = [call["id"] for call in action.get("tool_calls", [])]
         added = normalize_messages(answering(their_ids, conversation[before], conversation[before + 1:]),
                                    field_name="env_response")
         state["trace_seen"] = len(conversation)
         if terminated or truncated:
             state["trace_reward"] = float(reward)
-            state["trace_termination"] = info.get("termination_reason")
             state["final_env_response"] = added
         return added
 
